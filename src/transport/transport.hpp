@@ -1,0 +1,70 @@
+// Point-to-point transport interface (internal). Non-blocking sends and receives of byte
+// buffers between ranks, plus a control channel that carries an abort notice to every peer.
+//
+// Implementations: MPI (mpi_transport.cc), UCX (ucx_transport.cc), loopback threads
+// (loopback_transport.cc). Every wait goes through waitAll(), which has a deadline.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qccl/error.hpp"
+
+namespace qccl {
+
+/// Data tags are < kMaxTag; the transport reserves tags at and above it for control messages.
+constexpr uint32_t kMaxTag = 1u << 24;
+
+/// One outstanding send or receive.
+class Request {
+ public:
+  virtual ~Request() = default;
+  /// True once complete. Throws Error (kTransportError, kRemoteError, ...) if it failed.
+  virtual bool test() = 0;
+  /// Bytes transferred (for a receive: bytes actually received, valid after completion).
+  virtual size_t bytes() const = 0;
+};
+using RequestPtr = std::unique_ptr<Request>;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "mpi", "ucx" or "loopback".
+  virtual const char* name() const = 0;
+
+  /// Starts sending `bytes` bytes to `peer` under `tag` (< kMaxTag). `buf` must stay valid until done.
+  virtual RequestPtr isend(int peer, uint32_t tag, const void* buf, size_t bytes) = 0;
+  /// Starts receiving at most `capacity` bytes from `peer` under `tag`. A longer message is an error.
+  virtual RequestPtr irecv(int peer, uint32_t tag, void* buf, size_t capacity) = 0;
+  /// Drives communication (UCX worker progress); cheap when there is nothing to do.
+  virtual void progress() {}
+
+  /// Best effort: tells every peer that this rank failed with `code` and `reason` (truncated).
+  /// Never blocks for long and never throws.
+  virtual void sendAbort(ErrorCode code, const std::string& reason) noexcept = 0;
+  /// True if a peer's abort notice has arrived; fills its rank, code and reason.
+  virtual bool pollAbort(int* peer, ErrorCode* code, std::string* reason) = 0;
+};
+using TransportPtr = std::unique_ptr<Transport>;
+
+using Clock = std::chrono::steady_clock;
+
+/// Waits for every request in `reqs` (null entries are skipped), calling progress() and
+/// pollAbort() while it spins. Throws Error(kTimeout) at `deadline`, Error(kRemoteError) when a
+/// peer aborted, or what a request's test() threw. `what` names the operation in messages.
+void waitAll(Transport& t, std::vector<RequestPtr>& reqs, Clock::time_point deadline, const char* what);
+
+/// One step of a hand-written wait loop: progress(), then throws Error(kRemoteError) if a peer
+/// aborted, or Error(kTimeout) if `deadline` has passed.
+void pollOrThrow(Transport& t, Clock::time_point deadline, const char* what);
+
+/// Loopback: `n` transports that talk through shared memory queues, one per thread.
+std::vector<TransportPtr> makeLoopbackGroup(int n);
+
+}  // namespace qccl
