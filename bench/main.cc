@@ -1,0 +1,31 @@
+// qccl-bench: microbenchmarks in nccl-tests conventions. Subcommands: codec, allreduce, allgather.
+#include <cstdio>
+#include <cstring>
+
+int runCodecBench(int argc, char** argv);                    // codec_bench.cc
+int runCollBench(const char* which, int argc, char** argv);  // coll_bench.cc
+
+static int usage(const char* prog) {
+  std::fprintf(stderr,
+               "usage: %s <subcommand> [options]\n"
+               "  codec      encode/decode throughput of every codec against memcpy\n"
+               "  allreduce  compressed allreduce against MPI_Allreduce and the fp16 ring\n"
+               "  allgather  compressed allgather\n"
+               "Run '%s <subcommand> --help' for its options.\n",
+               prog, prog);
+  return 2;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage(argv[0]);
+  const char* sub = argv[1];
+#ifdef QCCL_BENCH_CODEC
+  if (std::strcmp(sub, "codec") == 0) return runCodecBench(argc - 1, argv + 1);
+#endif
+#ifdef QCCL_BENCH_COLL
+  if (std::strcmp(sub, "allreduce") == 0 || std::strcmp(sub, "allgather") == 0)
+    return runCollBench(sub, argc - 1, argv + 1);
+#endif
+  std::fprintf(stderr, "%s: unknown or unavailable subcommand '%s'\n", argv[0], sub);
+  return usage(argv[0]);
+}
