@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The main job: installs what is missing, builds qccl, and runs compressed allreduce against the
+# MPI library's own MPI_Allreduce and qccl's fp16 ring on local ranks, in the same run.
+#   bench/demo.sh            # 4 local ranks, 1 MiB .. 64 MiB, codecs onebit, maxmin 4-bit, fp16, auto
+# Environment: NP (ranks, default 4), BUILD_DIR (default build-release), JOBS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash cmake/install-deps.sh
+export PATH="/usr/local/cuda/bin:$PATH"
+build=${BUILD_DIR:-build-release}
+np=${NP:-4}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQCCL_TESTS=OFF -DQCCL_CUDA=OFF >/dev/null
+cmake --build "$build" -j "${JOBS:-$(nproc)}" --target qccl-bench
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+run() {
+  echo
+  echo "== mpirun -np $np qccl-bench allreduce $* =="
+  mpirun -np "$np" --oversubscribe --bind-to none "$build/bench/qccl-bench" allreduce "$@"
+}
+run --codec onebit -b 1M -e 64M -f 4 -n 10 -w 2 -c 1
+run --codec maxmin --bits 4 -b 1M -e 64M -f 4 -n 10 -w 2 -c 1
+run --codec fp16 -b 1M -e 64M -f 4 -n 10 -w 2 -c 1
+run --algo auto --codec onebit -b 1M -e 64M -f 4 -n 10 -w 2 -c 1
+echo
+echo "Local ranks share memory, so the link here is fast and compression rarely pays off; see"
+echo "bench/RESULTS.md and bench/run-cluster for the bandwidth-limited emulated cluster."
