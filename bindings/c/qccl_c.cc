@@ -1,0 +1,411 @@
+// The C API (qccl/qccl.h) over the C++ core. Every entry point catches everything: an exception
+// never crosses the C boundary, it becomes a qcclResult_t plus a last-error text stored both
+// per communicator and per thread (a failed init has no communicator to hold its message).
+#include "qccl/qccl.h"
+
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/communicator.hpp"
+#include "core/config.hpp"
+#include "qccl/codec.hpp"
+#include "qccl/error.hpp"
+#include "transport/transport.hpp"
+// The transports are optional at configure time (QCCL_MPI, QCCL_UCX).
+#if QCCL_HAVE_MPI && __has_include("transport/mpi_transport.hpp")
+#include "transport/mpi_transport.hpp"
+#define QCCL_C_WITH_MPI 1
+#else
+#define QCCL_C_WITH_MPI 0
+#endif
+#if QCCL_HAVE_UCX && __has_include("transport/ucx_transport.hpp")
+#include "transport/bootstrap.hpp"
+#include "transport/ucx_transport.hpp"
+#define QCCL_C_WITH_UCX 1
+#else
+#define QCCL_C_WITH_UCX 0
+#endif
+
+struct qcclComm {
+  std::unique_ptr<qccl::Communicator> core;
+  mutable std::mutex errorMu;
+  std::string lastError;
+};
+
+namespace {
+
+using qccl::ErrorCode;
+
+thread_local std::string tlsLastError;
+
+// Sizes above this are a negative int64 cast to size_t, or would overflow the byte count.
+constexpr size_t kMaxCount = static_cast<size_t>(INT64_MAX) / 8;
+
+void recordError(qcclComm* comm, const std::string& msg) {
+  tlsLastError = msg;
+  if (comm != nullptr) {
+    std::lock_guard<std::mutex> lock(comm->errorMu);
+    comm->lastError = msg;
+  }
+}
+
+// Runs `body` and turns any exception into a result code plus last-error text.
+template <typename F>
+qcclResult_t guarded(qcclComm* comm, const char* fn, F&& body) noexcept {
+  try {
+    body();
+    return qcclSuccess;
+  } catch (const qccl::Error& e) {
+    recordError(comm, std::string(fn) + ": " + e.what());
+    return static_cast<qcclResult_t>(e.code());
+  } catch (const std::bad_alloc&) {
+    recordError(comm, std::string(fn) + ": out of memory");
+    return qcclSystemError;
+  } catch (const std::exception& e) {
+    recordError(comm, std::string(fn) + ": internal error: " + e.what());
+    return qcclInternalError;
+  } catch (...) {
+    recordError(comm, std::string(fn) + ": internal error: unknown exception");
+    return qcclInternalError;
+  }
+}
+
+[[noreturn]] void invalid(const std::string& msg) { throw qccl::Error(ErrorCode::kInvalidArgument, msg); }
+
+void requireComm(const qcclComm* comm) {
+  if (comm == nullptr || !comm->core) invalid("comm is NULL");
+}
+
+qccl::CodecId codecFromInt(int v, const char* what) {
+  if (v < 0 || v >= qccl::kNumCodecs) invalid(std::string(what) + " = " + std::to_string(v) + " is not a qcclCodec_t");
+  return static_cast<qccl::CodecId>(v);
+}
+
+qccl::Algo algoFromInt(int v, const char* what) {
+  if (v < qcclAlgoAuto || v > qcclAlgoAllgather)
+    invalid(std::string(what) + " = " + std::to_string(v) + " is not a qcclAlgo_t");
+  return static_cast<qccl::Algo>(v);
+}
+
+qccl::DataType dtypeFromC(qcclDataType_t t) {
+  if (t != qcclFloat32 && t != qcclFloat16 && t != qcclBfloat16)
+    invalid("datatype = " + std::to_string(static_cast<int>(t)) + " is not a qcclDataType_t");
+  return static_cast<qccl::DataType>(t);
+}
+
+size_t dtypeBytes(qcclDataType_t t) { return t == qcclFloat32 ? 4 : 2; }
+
+// The one place where qcclConfig_t and qccl::Options meet, both directions.
+void optionsToConfig(const qccl::Options& o, qcclConfig_t* c) {
+  std::memset(c, 0, sizeof(*c));
+  c->structSize = sizeof(qcclConfig_t);
+  c->codec = static_cast<int>(o.codec.codec);
+  c->bits = o.codec.bits;
+  c->bucket = static_cast<int>(o.codec.bucket);
+  c->stochastic = o.codec.stochastic ? 1 : 0;
+  c->seed = o.codec.seed;
+  c->minCompressBytes = o.minCompressBytes;
+  c->chunkBytes = o.chunkBytes;
+  c->pipelineDepth = o.pipelineDepth;
+  c->timeoutSec = o.timeoutSec;
+  c->warmupCalls = o.warmupCalls;
+  c->algo = static_cast<int>(o.algo);
+  c->errorFeedback = o.errorFeedback ? 1 : 0;
+}
+
+qccl::Options configToOptions(const qcclConfig_t* c) {
+  if (c == nullptr) return qccl::optionsFromEnv();
+  if (c->structSize != sizeof(qcclConfig_t))
+    invalid("config->structSize = " + std::to_string(c->structSize) + ", expected " +
+            std::to_string(sizeof(qcclConfig_t)) + " (fill the config with qcclConfigInit first)");
+  qccl::Options o;
+  o.codec.codec = codecFromInt(c->codec, "config->codec");
+  if (c->bits < 0) invalid("config->bits = " + std::to_string(c->bits) + " is negative");
+  o.codec.bits = c->bits;
+  if (c->bucket <= 0) invalid("config->bucket = " + std::to_string(c->bucket) + " must be positive");
+  o.codec.bucket = static_cast<uint32_t>(c->bucket);
+  o.codec.stochastic = c->stochastic != 0;
+  o.codec.seed = c->seed;
+  qccl::validateConfig(o.codec);
+  o.minCompressBytes = c->minCompressBytes;
+  if (c->chunkBytes < 4) invalid("config->chunkBytes = " + std::to_string(c->chunkBytes) + " is below 4");
+  o.chunkBytes = c->chunkBytes;
+  if (c->pipelineDepth < 1) invalid("config->pipelineDepth = " + std::to_string(c->pipelineDepth) + " is below 1");
+  o.pipelineDepth = c->pipelineDepth;
+  if (!(c->timeoutSec > 0.0)) invalid("config->timeoutSec = " + std::to_string(c->timeoutSec) + " must be positive");
+  o.timeoutSec = c->timeoutSec;
+  if (c->warmupCalls < 0) invalid("config->warmupCalls = " + std::to_string(c->warmupCalls) + " is negative");
+  o.warmupCalls = c->warmupCalls;
+  o.algo = algoFromInt(c->algo, "config->algo");
+  o.errorFeedback = c->errorFeedback != 0;
+  return o;
+}
+
+qccl::TensorOpts tensorOptsFromC(const qcclTensorOpts_t* t) {
+  qccl::TensorOpts o;
+  if (t == nullptr) return o;
+  o.id = t->id;
+  if (t->codec != qcclCodecDefault) o.codec = codecFromInt(t->codec, "opts->codec");
+  if (t->bits < 0) invalid("opts->bits = " + std::to_string(t->bits) + " is negative");
+  o.bits = t->bits;
+  if (t->algo != -1) o.algo = algoFromInt(t->algo, "opts->algo");
+  return o;
+}
+
+void checkCount(size_t count, const char* what) {
+  if (count > kMaxCount) invalid(std::string(what) + " = " + std::to_string(count) + " is too large (negative?)");
+}
+
+// Takes ownership of a new communicator; never leaks it if the handle cannot be created.
+qcclComm_t wrap(std::unique_ptr<qccl::Communicator> core) {
+  auto* c = new qcclComm;
+  c->core = std::move(core);
+  return c;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* qcclGetErrorString(qcclResult_t result) {
+  switch (result) {
+    case qcclSuccess:
+      return "no error";
+    case qcclCudaError:
+      return "CUDA error";
+    case qcclSystemError:
+      return "system error (out of memory, socket, ...)";
+    case qcclInternalError:
+      return "internal error (a bug in qccl)";
+    case qcclInvalidArgument:
+      return "invalid argument";
+    case qcclInvalidUsage:
+      return "invalid usage";
+    case qcclRemoteError:
+      return "a peer failed or aborted";
+    case qcclTimeout:
+      return "timeout: the communicator is now failed";
+    case qcclMismatch:
+      return "ranks disagree on count, codec, datatype or call order";
+    case qcclMalformed:
+      return "malformed data from the wire";
+    case qcclCommFailed:
+      return "the communicator failed earlier or was aborted";
+    case qcclTransportError:
+      return "transport (MPI or UCX) error";
+    case qcclNumResults:
+      break;
+  }
+  return "unknown qcclResult_t";
+}
+
+const char* qcclGetLastError(qcclComm_t comm) {
+  if (comm == nullptr) return tlsLastError.c_str();
+  std::lock_guard<std::mutex> lock(comm->errorMu);
+  return comm->lastError.c_str();
+}
+
+qcclResult_t qcclGetVersion(int* version) {
+  return guarded(nullptr, "qcclGetVersion", [&] {
+    if (version == nullptr) invalid("version is NULL");
+    *version = QCCL_VERSION_MAJOR * 10000 + QCCL_VERSION_MINOR * 100 + QCCL_VERSION_PATCH;
+  });
+}
+
+qcclResult_t qcclConfigInit(qcclConfig_t* config) {
+  return guarded(nullptr, "qcclConfigInit", [&] {
+    if (config == nullptr) invalid("config is NULL");
+    optionsToConfig(qccl::optionsFromEnv(), config);
+  });
+}
+
+qcclResult_t qcclGetUniqueId(qcclUniqueId* uniqueId) {
+  return guarded(nullptr, "qcclGetUniqueId", [&] {
+    if (uniqueId == nullptr) invalid("uniqueId is NULL");
+#if QCCL_C_WITH_UCX
+    qccl::getUniqueId(uniqueId);
+#else
+    throw qccl::Error(ErrorCode::kInvalidUsage, "qccl was built without UCX (QCCL_UCX=OFF)");
+#endif
+  });
+}
+
+qcclResult_t qcclUniqueIdFromAddress(qcclUniqueId* uniqueId, const char* host, int port) {
+  return guarded(nullptr, "qcclUniqueIdFromAddress", [&] {
+    if (uniqueId == nullptr) invalid("uniqueId is NULL");
+    if (host == nullptr || host[0] == '\0') invalid("host is NULL or empty");
+    if (port <= 0 || port > 65535) invalid("port = " + std::to_string(port) + " is not in 1..65535");
+#if QCCL_C_WITH_UCX
+    qccl::uniqueIdFromAddress(uniqueId, host, port);
+#else
+    throw qccl::Error(ErrorCode::kInvalidUsage, "qccl was built without UCX (QCCL_UCX=OFF)");
+#endif
+  });
+}
+
+qcclResult_t qcclCommInitRank(qcclComm_t* comm, int nranks, qcclUniqueId commId, int rank, const qcclConfig_t* config) {
+  return guarded(nullptr, "qcclCommInitRank", [&] {
+    if (comm == nullptr) invalid("comm is NULL");
+    *comm = nullptr;
+    if (nranks < 1) invalid("nranks = " + std::to_string(nranks) + " must be at least 1");
+    if (rank < 0 || rank >= nranks)
+      invalid("rank = " + std::to_string(rank) + " is not in 0.." + std::to_string(nranks - 1));
+    qccl::Options opts = configToOptions(config);
+#if QCCL_C_WITH_UCX
+    auto transport = qccl::makeUcxTransport(commId, nranks, rank, opts.timeoutSec);
+    *comm = wrap(std::make_unique<qccl::Communicator>(std::move(transport), opts));
+#else
+    (void)commId;
+    (void)opts;
+    throw qccl::Error(ErrorCode::kInvalidUsage, "qccl was built without UCX (QCCL_UCX=OFF)");
+#endif
+  });
+}
+
+qcclResult_t qcclCommInitMpiFortran(qcclComm_t* comm, int64_t mpiCommF, const qcclConfig_t* config) {
+  return guarded(nullptr, "qcclCommInitMpiFortran", [&] {
+    if (comm == nullptr) invalid("comm is NULL");
+    *comm = nullptr;
+    qccl::Options opts = configToOptions(config);
+#if QCCL_C_WITH_MPI
+    auto transport = qccl::makeMpiTransport(mpiCommF);
+    *comm = wrap(std::make_unique<qccl::Communicator>(std::move(transport), opts));
+#else
+    (void)mpiCommF;
+    (void)opts;
+    throw qccl::Error(ErrorCode::kInvalidUsage, "qccl was built without MPI (QCCL_MPI=OFF)");
+#endif
+  });
+}
+
+qcclResult_t qcclCommInitLoopback(qcclComm_t* comms, int nranks, const qcclConfig_t* config) {
+  return guarded(nullptr, "qcclCommInitLoopback", [&] {
+    if (comms == nullptr) invalid("comms is NULL");
+    if (nranks < 1 || nranks > 1024) invalid("nranks = " + std::to_string(nranks) + " is not in 1..1024");
+    for (int i = 0; i < nranks; ++i) comms[i] = nullptr;
+    qccl::Options opts = configToOptions(config);
+    std::vector<qccl::TransportPtr> transports = qccl::makeLoopbackGroup(nranks);
+    // Communicator construction may talk to the peers, so each rank is built on its own thread.
+    std::vector<std::unique_ptr<qccl::Communicator>> cores(nranks);
+    std::vector<std::exception_ptr> errors(nranks);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < nranks; ++i) {
+      threads.emplace_back([&, i] {
+        try {
+          cores[i] = std::make_unique<qccl::Communicator>(std::move(transports[i]), opts);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    std::vector<std::unique_ptr<qcclComm>> handles;
+    for (auto& c : cores) {
+      handles.push_back(std::make_unique<qcclComm>());
+      handles.back()->core = std::move(c);
+    }
+    for (int i = 0; i < nranks; ++i) comms[i] = handles[i].release();
+  });
+}
+
+qcclResult_t qcclCommDestroy(qcclComm_t comm) {
+  return guarded(nullptr, "qcclCommDestroy", [&] {
+    if (comm == nullptr) invalid("comm is NULL");
+    delete comm;
+  });
+}
+
+qcclResult_t qcclCommAbort(qcclComm_t comm) {
+  return guarded(nullptr, "qcclCommAbort", [&] {
+    if (comm == nullptr) invalid("comm is NULL");
+    if (comm->core) comm->core->abort("qcclCommAbort called by the application");
+    delete comm;
+  });
+}
+
+qcclResult_t qcclCommCount(const qcclComm_t comm, int* count) {
+  return guarded(comm, "qcclCommCount", [&] {
+    requireComm(comm);
+    if (count == nullptr) invalid("count is NULL");
+    *count = comm->core->size();
+  });
+}
+
+qcclResult_t qcclCommUserRank(const qcclComm_t comm, int* rank) {
+  return guarded(comm, "qcclCommUserRank", [&] {
+    requireComm(comm);
+    if (rank == nullptr) invalid("rank is NULL");
+    *rank = comm->core->rank();
+  });
+}
+
+qcclResult_t qcclCommGetStats(const qcclComm_t comm, qcclStats_t* stats) {
+  return guarded(comm, "qcclCommGetStats", [&] {
+    requireComm(comm);
+    if (stats == nullptr) invalid("stats is NULL");
+    qccl::CommStats s = comm->core->stats();
+    stats->bytesSent = s.bytesSent;
+    stats->bytesReceived = s.bytesReceived;
+    stats->calls = s.calls;
+    stats->residualBytes = s.residualBytes;
+    stats->stagingBytes = s.stagingBytes;
+    stats->peakStagingBytes = s.peakStagingBytes;
+  });
+}
+
+qcclResult_t qcclTensorRelease(qcclComm_t comm, uint64_t id) {
+  return guarded(comm, "qcclTensorRelease", [&] {
+    requireComm(comm);
+    comm->core->releaseTensor(id);
+  });
+}
+
+qcclResult_t qcclAllreduce(const void* sendbuff, void* recvbuff, size_t count, qcclDataType_t datatype, qcclRedOp_t op,
+                           const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream) {
+  return guarded(comm, "qcclAllreduce", [&] {
+    requireComm(comm);
+    checkCount(count, "count");
+    qccl::DataType dt = dtypeFromC(datatype);
+    if (op != qcclSum && op != qcclAvg)
+      invalid("op = " + std::to_string(static_cast<int>(op)) + " is not a qcclRedOp_t");
+    if (count > 0 && sendbuff == nullptr) invalid("sendbuff is NULL with count > 0");
+    if (count > 0 && recvbuff == nullptr) invalid("recvbuff is NULL with count > 0");
+    qccl::TensorOpts t = tensorOptsFromC(opts);
+    comm->core->allreduce(sendbuff, recvbuff, count, dt, static_cast<qccl::RedOp>(op), t, stream);
+  });
+}
+
+qcclResult_t qcclAllgather(const void* sendbuff, void* recvbuff, size_t sendcount, qcclDataType_t datatype,
+                           const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream) {
+  return guarded(comm, "qcclAllgather", [&] {
+    requireComm(comm);
+    checkCount(sendcount, "sendcount");
+    qccl::DataType dt = dtypeFromC(datatype);
+    size_t n = static_cast<size_t>(comm->core->size());
+    if (sendcount > kMaxCount / n) invalid("sendcount * nranks overflows");
+    if (sendcount > 0 && sendbuff == nullptr) invalid("sendbuff is NULL with sendcount > 0");
+    if (sendcount > 0 && recvbuff == nullptr) invalid("recvbuff is NULL with sendcount > 0");
+    // An in-place allgather must place sendbuff at this rank's slot, as NCCL requires.
+    if (sendcount > 0) {
+      auto* s = static_cast<const char*>(sendbuff);
+      auto* r = static_cast<const char*>(recvbuff);
+      size_t bytes = sendcount * dtypeBytes(datatype);
+      if (s < r + bytes * n && r < s + bytes && s != r + bytes * static_cast<size_t>(comm->core->rank()))
+        invalid("sendbuff overlaps recvbuff but is not recvbuff + rank * sendcount");
+    }
+    qccl::TensorOpts t = tensorOptsFromC(opts);
+    comm->core->allgather(sendbuff, recvbuff, sendcount, dt, t, stream);
+  });
+}
+
+}  // extern "C"
