@@ -1,0 +1,260 @@
+// Codec driver: configuration, sizes, the wire header, validation of untrusted bytes, and the walk
+// over buckets. The per-bucket math lives in the ISA kernels (cpu_kernels.hpp).
+#include "qccl/codec.hpp"
+
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "codec/codec_math.hpp"
+#include "codec/cpu_kernels.hpp"
+#include "qccl/error.hpp"
+
+namespace qccl {
+namespace {
+
+bool isCast(CodecId c) { return c == CodecId::kFp32 || c == CodecId::kFp16 || c == CodecId::kBf16; }
+
+/// The wire bit width of a codec, or -1 when `bits` is not allowed for it (0 = default).
+int wireBits(CodecId c, int bits) {
+  int fixed = 0;
+  switch (c) {
+    case CodecId::kFp32:
+      fixed = 32;
+      break;
+    case CodecId::kFp16:
+    case CodecId::kBf16:
+      fixed = 16;
+      break;
+    case CodecId::kOneBit:
+    case CodecId::kSignScale:
+      fixed = 1;
+      break;
+    case CodecId::kDyn8:
+      fixed = 8;
+      break;
+    case CodecId::kMaxMin:
+      if (bits == 0) return 4;
+      return (bits == 2 || bits == 4 || bits == 8) ? bits : -1;
+    default:
+      return -1;
+  }
+  return (bits == 0 || bits == fixed) ? fixed : -1;
+}
+
+bool validBucket(uint32_t b) { return b >= 32 && b <= kMaxBucket && b % 32 == 0; }
+
+// Payload size with overflow detection; false when it does not fit in size_t.
+bool payloadBytesChecked(CodecId c, int bits, uint32_t bucket, uint64_t n, uint64_t* out) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max() / 8;
+  if (n > kMax) return false;
+  uint64_t bytes = 0;
+  if (isCast(c)) {
+    bytes = c == CodecId::kFp32 ? n * 4 : (n * 2 + 3) / 4 * 4;
+  } else {
+    uint64_t full = n / bucket, rem = n % bucket;
+    uint64_t per = math::bucketBlockBytes(c, bits, bucket);
+    if (full > kMax / per) return false;
+    bytes = full * per + (rem ? math::bucketBlockBytes(c, bits, rem) : 0);
+  }
+  if (bytes > std::numeric_limits<size_t>::max() - kWireHeaderBytes) return false;
+  *out = bytes;
+  return true;
+}
+
+[[noreturn]] void malformed(const std::string& msg) { QCCL_THROW(ErrorCode::kMalformed, "wire: " + msg); }
+
+const math::Dyn8Tables& dyn8Tables() {
+  static const math::Dyn8Tables tables = [] {
+    math::Dyn8Tables t;
+    math::fillDyn8Tables(&t);
+    return t;
+  }();
+  return tables;
+}
+
+cpu::BucketCtx makeCtx(const CodecConfig& cfg, uint64_t rngOffset) {
+  cpu::BucketCtx ctx;
+  ctx.bits = cfg.bits;
+  ctx.stochastic = cfg.stochastic;
+  ctx.seed = cfg.seed;
+  ctx.rngOffset = rngOffset;
+  ctx.dyn8 = &dyn8Tables();
+  // One bucket of staging per thread, reused across calls: no allocation on the hot path.
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < cfg.bucket) scratch.resize(cfg.bucket);
+  ctx.scratch = scratch.data();
+  return ctx;
+}
+
+WireInfo decodeImpl(const void* in, size_t bytes, float* out, size_t n, bool add) {
+  WireInfo info = parseWire(in, bytes);
+  if (info.count != n)
+    QCCL_THROW(ErrorCode::kMismatch,
+               "wire: count " + std::to_string(info.count) + " but the caller expects " + std::to_string(n));
+  QCCL_CHECK(out != nullptr || n == 0, ErrorCode::kInvalidArgument, "decode: null output");
+  if (n == 0) return info;
+  const cpu::Kernels& k = cpu::activeKernels();
+  const uint8_t* payload = static_cast<const uint8_t*>(in) + kWireHeaderBytes;
+  const CodecConfig& cfg = info.cfg;
+  if (isCast(cfg.codec)) {
+    k.castDecode[static_cast<int>(cfg.codec)](payload, n, out, add);
+    return info;
+  }
+  cpu::BucketCtx ctx = makeCtx(cfg, 0);
+  cpu::BucketDecodeFn fn = k.bucketDecode[static_cast<int>(cfg.codec)];
+  for (size_t base = 0; base < n; base += cfg.bucket) {
+    uint32_t m = static_cast<uint32_t>(n - base < cfg.bucket ? n - base : cfg.bucket);
+    fn(ctx, payload, m, out + base, add);
+    payload += math::bucketBlockBytes(cfg.codec, cfg.bits, m);
+  }
+  return info;
+}
+
+}  // namespace
+
+void validateConfig(const CodecConfig& cfg) {
+  int c = static_cast<int>(cfg.codec);
+  QCCL_CHECK(c >= 0 && c < kNumCodecs, ErrorCode::kInvalidArgument, "codec: unknown codec id " + std::to_string(c));
+  QCCL_CHECK(wireBits(cfg.codec, cfg.bits) > 0, ErrorCode::kInvalidArgument,
+             std::string("codec: ") + codecName(cfg.codec) + " does not take bits = " + std::to_string(cfg.bits));
+  QCCL_CHECK(!cfg.stochastic || cfg.codec == CodecId::kMaxMin, ErrorCode::kInvalidArgument,
+             "codec: stochastic rounding is only defined for maxmin");
+  if (!isCast(cfg.codec))
+    QCCL_CHECK(validBucket(cfg.bucket), ErrorCode::kInvalidArgument,
+               "codec: bucket " + std::to_string(cfg.bucket) + " is not a multiple of 32 in [32, 65536]");
+}
+
+CodecConfig resolveConfig(const CodecConfig& cfg) {
+  validateConfig(cfg);
+  CodecConfig r = cfg;
+  r.bits = wireBits(cfg.codec, cfg.bits);
+  if (isCast(cfg.codec)) r.bucket = 0;  // the casts have no buckets; the wire carries 0
+  return r;
+}
+
+size_t payloadBytes(const CodecConfig& cfg, size_t n) {
+  CodecConfig r = resolveConfig(cfg);
+  uint64_t bytes = 0;
+  QCCL_CHECK(payloadBytesChecked(r.codec, r.bits, r.bucket, n, &bytes), ErrorCode::kInvalidArgument,
+             "codec: element count " + std::to_string(n) + " is too large");
+  return static_cast<size_t>(bytes);
+}
+
+double compressionRatio(const CodecConfig& cfg, size_t n) {
+  return 4.0 * static_cast<double>(n) / static_cast<double>(encodedBytes(cfg, n));
+}
+
+size_t encode(const CodecConfig& cfg, const float* in, float* residual, size_t n, void* out, size_t outCapacity,
+              const EncodeParams& params) {
+  CodecConfig r = resolveConfig(cfg);
+  size_t total = encodedBytes(r, n);
+  QCCL_CHECK(out != nullptr, ErrorCode::kInvalidArgument, "encode: null output");
+  QCCL_CHECK(in != nullptr || n == 0, ErrorCode::kInvalidArgument, "encode: null input");
+  QCCL_CHECK(outCapacity >= total, ErrorCode::kInvalidArgument,
+             "encode: output capacity " + std::to_string(outCapacity) + " < " + std::to_string(total) + " bytes");
+
+  const cpu::Kernels& k = cpu::activeKernels();
+  uint8_t* payload = static_cast<uint8_t*>(out) + kWireHeaderBytes;
+  bool nonFinite = false;
+  if (n > 0 && isCast(r.codec)) {
+    nonFinite = k.castEncode[static_cast<int>(r.codec)](in, residual, n, payload);
+  } else if (n > 0) {
+    cpu::BucketCtx ctx = makeCtx(r, params.rngOffset);
+    cpu::BucketEncodeFn fn = k.bucketEncode[static_cast<int>(r.codec)];
+    uint8_t* p = payload;
+    for (size_t base = 0; base < n; base += r.bucket) {
+      uint32_t m = static_cast<uint32_t>(n - base < r.bucket ? n - base : r.bucket);
+      nonFinite |= fn(ctx, in + base, residual ? residual + base : nullptr, m, base, p);
+      p += math::bucketBlockBytes(r.codec, r.bits, m);
+    }
+  }
+
+  WireHeader h;
+  h.magic = kWireMagic;
+  h.version = kWireVersion;
+  h.codec = static_cast<uint8_t>(r.codec);
+  h.bits = static_cast<uint8_t>(r.bits);
+  h.flags = static_cast<uint8_t>((r.stochastic ? kFlagStochastic : 0) | (residual ? kFlagErrorFeedback : 0) |
+                                 (nonFinite ? kFlagNonFinite : 0));
+  h.bucket = r.bucket;
+  h.seq = params.seq;
+  h.count = n;
+  h.payloadBytes = total - kWireHeaderBytes;
+  std::memcpy(out, &h, sizeof(h));
+  return total;
+}
+
+WireInfo parseWire(const void* in, size_t bytes) {
+  if (in == nullptr) malformed("null buffer");
+  if (bytes < kWireHeaderBytes)
+    malformed("truncated header: " + std::to_string(bytes) + " < " + std::to_string(kWireHeaderBytes) + " bytes");
+  WireHeader h;
+  std::memcpy(&h, in, sizeof(h));
+  if (h.magic != kWireMagic) malformed("bad magic");
+  if (h.version != kWireVersion) malformed("unsupported version " + std::to_string(h.version));
+  if (h.codec >= kNumCodecs) malformed("unknown codec id " + std::to_string(h.codec));
+  CodecId codec = static_cast<CodecId>(h.codec);
+  if (h.bits == 0 || wireBits(codec, h.bits) != h.bits)
+    malformed(std::string("bits ") + std::to_string(h.bits) + " invalid for " + codecName(codec));
+  if (h.flags & ~kFlagsKnown) malformed("unknown flag bits");
+  if ((h.flags & kFlagStochastic) && codec != CodecId::kMaxMin) malformed("stochastic flag on a non-maxmin codec");
+  if (isCast(codec) ? h.bucket != 0 : !validBucket(h.bucket))
+    malformed("bucket " + std::to_string(h.bucket) + " invalid for " + codecName(codec));
+  uint64_t expect = 0;
+  if (!payloadBytesChecked(codec, h.bits, h.bucket, h.count, &expect))
+    malformed("count " + std::to_string(h.count) + " too large");
+  if (h.payloadBytes != expect)
+    malformed("payloadBytes " + std::to_string(h.payloadBytes) + " != " + std::to_string(expect) + " for count " +
+              std::to_string(h.count));
+  if (bytes - kWireHeaderBytes < expect)
+    malformed("truncated payload: " + std::to_string(bytes - kWireHeaderBytes) + " < " + std::to_string(expect) +
+              " bytes");
+
+  WireInfo info;
+  info.cfg.codec = codec;
+  info.cfg.bits = h.bits;
+  info.cfg.bucket = h.bucket;
+  info.cfg.stochastic = (h.flags & kFlagStochastic) != 0;
+  info.seq = h.seq;
+  info.flags = h.flags;
+  info.count = h.count;
+  info.totalBytes = static_cast<size_t>(kWireHeaderBytes + expect);
+  return info;
+}
+
+WireInfo decode(const void* in, size_t bytes, float* out, size_t n) { return decodeImpl(in, bytes, out, n, false); }
+
+WireInfo decodeAdd(const void* in, size_t bytes, float* out, size_t n) { return decodeImpl(in, bytes, out, n, true); }
+
+const char* codecName(CodecId id) noexcept {
+  switch (id) {
+    case CodecId::kFp32:
+      return "fp32";
+    case CodecId::kFp16:
+      return "fp16";
+    case CodecId::kBf16:
+      return "bf16";
+    case CodecId::kOneBit:
+      return "onebit";
+    case CodecId::kSignScale:
+      return "signscale";
+    case CodecId::kMaxMin:
+      return "maxmin";
+    case CodecId::kDyn8:
+      return "dyn8";
+  }
+  return "unknown";
+}
+
+CodecId parseCodecName(const std::string& name) {
+  if (name == "none") return CodecId::kFp32;
+  for (int c = 0; c < kNumCodecs; ++c)
+    if (name == codecName(static_cast<CodecId>(c))) return static_cast<CodecId>(c);
+  QCCL_THROW(ErrorCode::kInvalidArgument, "unknown codec name '" + name + "'");
+}
+
+const char* cpuIsaName() noexcept { return cpu::activeKernels().isa; }
+
+}  // namespace qccl

@@ -1,0 +1,81 @@
+// Internal interface between the codec driver (codec.cc) and the per-ISA CPU kernels.
+//
+// The driver validates arguments, writes the header and walks the buckets; a kernel handles one
+// bucket (bucket codecs) or one whole buffer (the casts). Every ISA variant must produce exactly
+// the bytes, residuals and decoded values of the scalar variant (kernels_scalar.cc), which is the
+// reference: it follows codec_math.hpp operation by operation.
+//
+// Bucket rules that codec_math.hpp leaves to the codec (the CUDA kernels follow the same ones):
+//   v[i] = in[i] + residual[i] with error feedback, v[i] = in[i] (unchanged, -0.0f kept) without.
+//   onebit:    pos = sumPos / cntPos over v >= 0 (0.0f when cntPos == 0), neg likewise over v < 0;
+//              sums in the canonical reduction order; bit = (v >= 0).
+//   signscale: scale = sum|v| / m in the canonical order; bit = (v >= 0).
+//   maxmin:    min/max of v plus +0.0f, maxminParams(); level = maxminLevel(v, p, u) with u = 0.5f
+//              or stochasticUniform(seed, rngOffset, element index within the encode call).
+//   dyn8:      absmax = max |v|; absmax == 0 gives all-zero codes.
+//   A bucket whose v holds NaN/Inf, or whose statistics are not finite (a sum that overflowed), is
+//   written with every statistic = quietNaN() and all payload words zero; its residual becomes +0.0f.
+//   Residual of a finite bucket: r = v - decoded(v).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "codec/codec_math.hpp"
+
+namespace qccl {
+namespace cpu {
+
+/// Per-call parameters a bucket kernel needs besides the data.
+struct BucketCtx {
+  int bits = 0;
+  bool stochastic = false;
+  uint64_t seed = 0;
+  uint64_t rngOffset = 0;
+  const math::Dyn8Tables* dyn8 = nullptr;
+  float* scratch = nullptr;  ///< room for one bucket of v (encode only); stays in L1 for small buckets
+};
+
+/// Encodes one bucket of m elements (1 <= m <= kMaxBucket) into `block` (bucketBlockBytes bytes,
+/// any alignment). `base` is the index of the bucket's first element within the encode call.
+/// residual may be null. Returns true when the bucket was non-finite.
+using BucketEncodeFn = bool (*)(const BucketCtx& ctx, const float* in, float* residual, uint32_t m, uint64_t base,
+                                uint8_t* block);
+
+/// Decodes one bucket: out[i] = decoded (add == false) or out[i] = out[i] + decoded (add == true).
+using BucketDecodeFn = void (*)(const BucketCtx& ctx, const uint8_t* block, uint32_t m, float* out, bool add);
+
+/// Encodes a whole cast buffer (fp32/fp16/bf16). Returns true when any value was or became non-finite.
+using CastEncodeFn = bool (*)(const float* in, float* residual, size_t n, uint8_t* payload);
+using CastDecodeFn = void (*)(const uint8_t* payload, size_t n, float* out, bool add);
+
+/// One ISA's kernels, indexed by CodecId.
+struct Kernels {
+  const char* isa;
+  CastEncodeFn castEncode[3];  // fp32, fp16, bf16
+  CastDecodeFn castDecode[3];
+  BucketEncodeFn bucketEncode[kNumCodecs];  // entries for the bucket codecs only
+  BucketDecodeFn bucketDecode[kNumCodecs];
+};
+
+const Kernels& scalarKernels();
+/// Null when the build cannot produce that ISA's kernels.
+const Kernels* avx2Kernels();
+const Kernels* avx512Kernels();
+
+/// The kernels selected once at startup (QCCL_CPU_ISA caps the choice).
+const Kernels& activeKernels();
+/// Kernels for a named ISA if the CPU and the build support it, else null ("scalar", "avx2", "avx512").
+const Kernels* kernelsFor(const char* isa);
+
+/// Canonical bucket sum (codec_math.hpp): 128 slots, 32 lanes of four, halving fold.
+inline float foldSlots(const float* acc) {
+  float s[math::kLanes];
+  for (int l = 0; l < math::kLanes; ++l) s[l] = (acc[4 * l] + acc[4 * l + 1]) + (acc[4 * l + 2] + acc[4 * l + 3]);
+  for (int h = math::kLanes / 2; h >= 1; h >>= 1)
+    for (int l = 0; l < h; ++l) s[l] = s[l] + s[l + h];
+  return s[0];
+}
+
+}  // namespace cpu
+}  // namespace qccl
