@@ -44,11 +44,16 @@ class Transport {
   virtual RequestPtr irecv(int peer, uint32_t tag, void* buf, size_t capacity) = 0;
   /// Drives communication (UCX worker progress); cheap when there is nothing to do.
   virtual void progress() {}
+  /// Called by waiting loops when nothing completed: may block up to `maxWait` for new activity
+  /// (an arrival, an abort notice) instead of spinning. The default sleeps for `maxWait`, or
+  /// yields when it is zero.
+  virtual void idle(std::chrono::microseconds maxWait);
 
   /// Best effort: tells every peer that this rank failed with `code` and `reason` (truncated).
   /// Never blocks for long and never throws.
   virtual void sendAbort(ErrorCode code, const std::string& reason) noexcept = 0;
-  /// True if a peer's abort notice has arrived; fills its rank, code and reason.
+  /// True if a peer's abort notice has arrived; fills its rank, code and reason. Sticky: once a
+  /// notice has arrived, every later call returns the first one again.
   virtual bool pollAbort(int* peer, ErrorCode* code, std::string* reason) = 0;
 };
 using TransportPtr = std::unique_ptr<Transport>;
@@ -64,7 +69,9 @@ void waitAll(Transport& t, std::vector<RequestPtr>& reqs, Clock::time_point dead
 /// aborted, or Error(kTimeout) if `deadline` has passed.
 void pollOrThrow(Transport& t, Clock::time_point deadline, const char* what);
 
-/// Loopback: `n` transports that talk through shared memory queues, one per thread.
+/// Loopback: `n` transports that talk through shared memory queues, one per thread. Sends are
+/// buffered (they complete at once); receives match by (source, tag) in the order of the sends.
+/// Each transport is used by one thread at a time. Throws Error(kInvalidArgument) for n < 1.
 std::vector<TransportPtr> makeLoopbackGroup(int n);
 
 }  // namespace qccl
