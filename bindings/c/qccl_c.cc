@@ -19,19 +19,20 @@
 #include "qccl/codec.hpp"
 #include "qccl/error.hpp"
 #include "transport/transport.hpp"
-// The transports are optional at configure time (QCCL_MPI, QCCL_UCX).
-#if QCCL_HAVE_MPI && __has_include("transport/mpi_transport.hpp")
-#include "transport/mpi_transport.hpp"
-#define QCCL_C_WITH_MPI 1
-#else
+// QCCL_C_WITH_MPI / QCCL_C_WITH_UCX are set by bindings/c/CMakeLists.txt when those transports
+// are part of the library.
+#ifndef QCCL_C_WITH_MPI
 #define QCCL_C_WITH_MPI 0
 #endif
-#if QCCL_HAVE_UCX && __has_include("transport/ucx_transport.hpp")
+#ifndef QCCL_C_WITH_UCX
+#define QCCL_C_WITH_UCX 0
+#endif
+#if QCCL_C_WITH_MPI
+#include "transport/mpi_transport.hpp"
+#endif
+#if QCCL_C_WITH_UCX
 #include "transport/bootstrap.hpp"
 #include "transport/ucx_transport.hpp"
-#define QCCL_C_WITH_UCX 1
-#else
-#define QCCL_C_WITH_UCX 0
 #endif
 
 struct qcclComm {
@@ -233,7 +234,7 @@ qcclResult_t qcclGetUniqueId(qcclUniqueId* uniqueId) {
 #if QCCL_C_WITH_UCX
     qccl::getUniqueId(uniqueId);
 #else
-    throw qccl::Error(ErrorCode::kInvalidUsage, "qccl was built without UCX (QCCL_UCX=OFF)");
+    throw qccl::Error(ErrorCode::kInvalidUsage, "qccl was built without the UCX transport");
 #endif
   });
 }
@@ -246,7 +247,7 @@ qcclResult_t qcclUniqueIdFromAddress(qcclUniqueId* uniqueId, const char* host, i
 #if QCCL_C_WITH_UCX
     qccl::uniqueIdFromAddress(uniqueId, host, port);
 #else
-    throw qccl::Error(ErrorCode::kInvalidUsage, "qccl was built without UCX (QCCL_UCX=OFF)");
+    throw qccl::Error(ErrorCode::kInvalidUsage, "qccl was built without the UCX transport");
 #endif
   });
 }
@@ -265,7 +266,7 @@ qcclResult_t qcclCommInitRank(qcclComm_t* comm, int nranks, qcclUniqueId commId,
 #else
     (void)commId;
     (void)opts;
-    throw qccl::Error(ErrorCode::kInvalidUsage, "qccl was built without UCX (QCCL_UCX=OFF)");
+    throw qccl::Error(ErrorCode::kInvalidUsage, "qccl was built without the UCX transport");
 #endif
   });
 }
@@ -281,7 +282,7 @@ qcclResult_t qcclCommInitMpiFortran(qcclComm_t* comm, int64_t mpiCommF, const qc
 #else
     (void)mpiCommF;
     (void)opts;
-    throw qccl::Error(ErrorCode::kInvalidUsage, "qccl was built without MPI (QCCL_MPI=OFF)");
+    throw qccl::Error(ErrorCode::kInvalidUsage, "qccl was built without the MPI transport");
 #endif
   });
 }
