@@ -1,0 +1,231 @@
+// MPI transport: non-blocking point-to-point on a duplicated communicator. Abort notices travel on
+// a reserved tag (kMaxTag) and are caught by a standing receive from MPI_ANY_SOURCE.
+#include "transport/mpi_transport.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace qccl {
+namespace {
+
+constexpr int kAbortTag = static_cast<int>(kMaxTag);
+constexpr size_t kAbortBytes = 256;  // int32 code + reason text
+// How long a destructor waits for a cancelled or unfinished request before letting MPI free it.
+constexpr std::chrono::milliseconds kCancelWait{200};
+
+bool mpiUsable() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+std::string mpiErrorText(int rc) {
+  char buf[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  return std::string(buf, static_cast<size_t>(len));
+}
+
+[[noreturn]] void throwMpi(int rc, const std::string& what) {
+  throw Error(ErrorCode::kTransportError, "qccl mpi transport: " + what + ": " + mpiErrorText(rc));
+}
+
+// Gives a request that will not be waited for a short chance to finish, then hands it to MPI.
+// A cancelled receive completes at once; a send cannot always be cancelled (ob1), so MPI_Request_free
+// lets it finish in the background.
+void dropRequest(MPI_Request* req) {
+  if (*req == MPI_REQUEST_NULL || !mpiUsable()) return;
+  MPI_Cancel(req);
+  auto until = Clock::now() + kCancelWait;
+  int flag = 0;
+  while (Clock::now() < until) {
+    if (MPI_Test(req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag) break;
+    std::this_thread::yield();
+  }
+  if (*req != MPI_REQUEST_NULL) MPI_Request_free(req);
+}
+
+class MpiRequest final : public Request {
+ public:
+  MpiRequest(bool isRecv, int peer, uint32_t tag, size_t bytes)
+      : isRecv_(isRecv), peer_(peer), tag_(tag), bytes_(isRecv ? 0 : bytes) {}
+  ~MpiRequest() override { dropRequest(&req_); }
+
+  MPI_Request* handle() { return &req_; }
+
+  bool test() override {
+    if (done_) return true;
+    int flag = 0;
+    MPI_Status st;
+    int rc = MPI_Test(&req_, &flag, &st);
+    if (rc != MPI_SUCCESS) {
+      done_ = true;  // MPI completed (and freed) the failed request
+      throwMpi(rc, std::string(isRecv_ ? "receive from" : "send to") + " rank " + std::to_string(peer_) + " tag " +
+                       std::to_string(tag_));
+    }
+    if (!flag) return false;
+    done_ = true;
+    if (isRecv_) {
+      int count = 0;
+      MPI_Get_count(&st, MPI_BYTE, &count);
+      bytes_ = count < 0 ? 0 : static_cast<size_t>(count);
+    }
+    return true;
+  }
+  size_t bytes() const override { return bytes_; }
+
+ private:
+  MPI_Request req_ = MPI_REQUEST_NULL;
+  bool isRecv_;
+  int peer_;
+  uint32_t tag_;
+  size_t bytes_;
+  bool done_ = false;
+};
+
+class MpiTransport final : public Transport {
+ public:
+  explicit MpiTransport(MPI_Comm user) {
+    int rc = MPI_Comm_dup(user, &comm_);
+    if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    int* tagUb = nullptr;
+    int flag = 0;
+    MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tagUb, &flag);
+    if (!flag || tagUb == nullptr || *tagUb < kAbortTag) {
+      MPI_Comm_free(&comm_);
+      throw Error(ErrorCode::kTransportError, "qccl mpi transport: MPI_TAG_UB is below " + std::to_string(kAbortTag) +
+                                                  ", too small for qccl's tags");
+    }
+    abortIn_.resize(kAbortBytes);
+    rc = MPI_Irecv(abortIn_.data(), static_cast<int>(kAbortBytes), MPI_BYTE, MPI_ANY_SOURCE, kAbortTag, comm_,
+                   &abortRecv_);
+    if (rc != MPI_SUCCESS) {
+      MPI_Comm_free(&comm_);
+      throwMpi(rc, "MPI_Irecv of the abort channel");
+    }
+  }
+
+  ~MpiTransport() override {
+    if (!mpiUsable()) return;  // after MPI_Finalize nothing can be released any more
+    dropRequest(&abortRecv_);
+    for (auto& r : abortSends_) dropRequest(&r);
+    MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* name() const override { return "mpi"; }
+
+  RequestPtr isend(int peer, uint32_t tag, const void* buf, size_t bytes) override {
+    checkArgs(peer, tag, buf, bytes, "isend");
+    auto req = std::make_unique<MpiRequest>(false, peer, tag, bytes);
+    int rc = MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, peer, static_cast<int>(tag), comm_, req->handle());
+    if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Isend to rank " + std::to_string(peer));
+    return req;
+  }
+
+  RequestPtr irecv(int peer, uint32_t tag, void* buf, size_t capacity) override {
+    checkArgs(peer, tag, buf, capacity, "irecv");
+    auto req = std::make_unique<MpiRequest>(true, peer, tag, capacity);
+    int rc = MPI_Irecv(buf, static_cast<int>(capacity), MPI_BYTE, peer, static_cast<int>(tag), comm_, req->handle());
+    if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Irecv from rank " + std::to_string(peer));
+    return req;
+  }
+
+  void sendAbort(ErrorCode code, const std::string& reason) noexcept override {
+    if (abortSent_ || !mpiUsable()) return;
+    abortSent_ = true;
+    try {
+      abortOut_.assign(kAbortBytes, 0);
+      int32_t c = static_cast<int32_t>(code);
+      std::memcpy(abortOut_.data(), &c, sizeof c);
+      size_t len = std::min(reason.size(), kAbortBytes - sizeof c);
+      std::memcpy(abortOut_.data() + sizeof c, reason.data(), len);
+      for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        MPI_Request r = MPI_REQUEST_NULL;
+        if (MPI_Isend(abortOut_.data(), static_cast<int>(sizeof c + len), MPI_BYTE, p, kAbortTag, comm_, &r) ==
+            MPI_SUCCESS) {
+          abortSends_.push_back(r);
+        }
+      }
+    } catch (...) {
+      // Best effort by contract.
+    }
+  }
+
+  bool pollAbort(int* peer, ErrorCode* code, std::string* reason) override {
+    if (!haveAbort_ && abortRecv_ != MPI_REQUEST_NULL) {
+      int flag = 0;
+      MPI_Status st;
+      if (MPI_Test(&abortRecv_, &flag, &st) == MPI_SUCCESS && flag) parseAbort(st);
+    }
+    if (!haveAbort_) return false;
+    if (peer) *peer = abortPeer_;
+    if (code) *code = abortCode_;
+    if (reason) *reason = abortReason_;
+    return true;
+  }
+
+ private:
+  // The notice comes from the network: take only what its length allows and known codes.
+  void parseAbort(const MPI_Status& st) {
+    int count = 0;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    haveAbort_ = true;
+    abortPeer_ = st.MPI_SOURCE;
+    abortCode_ = ErrorCode::kRemoteError;
+    if (count >= 4) {
+      int32_t c = 0;
+      std::memcpy(&c, abortIn_.data(), sizeof c);
+      if (c > 0 && c <= static_cast<int32_t>(ErrorCode::kTransportError)) abortCode_ = static_cast<ErrorCode>(c);
+      abortReason_.assign(abortIn_.data() + 4, static_cast<size_t>(count) - 4);
+    }
+  }
+
+  void checkArgs(int peer, uint32_t tag, const void* buf, size_t bytes, const char* op) const {
+    QCCL_CHECK(peer >= 0 && peer < size_, ErrorCode::kInvalidArgument,
+               std::string("mpi ") + op + ": peer " + std::to_string(peer) + " out of range [0, " +
+                   std::to_string(size_) + ")");
+    QCCL_CHECK(tag < kMaxTag, ErrorCode::kInvalidArgument,
+               std::string("mpi ") + op + ": tag " + std::to_string(tag) + " is reserved (>= kMaxTag)");
+    QCCL_CHECK(buf != nullptr || bytes == 0, ErrorCode::kInvalidArgument,
+               std::string("mpi ") + op + ": null buffer with non-zero size");
+    QCCL_CHECK(bytes <= static_cast<size_t>(INT_MAX), ErrorCode::kInvalidArgument,
+               std::string("mpi ") + op + ": " + std::to_string(bytes) + " bytes exceed MPI's int count");
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 0;
+  MPI_Request abortRecv_ = MPI_REQUEST_NULL;
+  std::vector<char> abortIn_;
+  std::vector<char> abortOut_;
+  std::vector<MPI_Request> abortSends_;
+  bool abortSent_ = false;
+  bool haveAbort_ = false;
+  int abortPeer_ = -1;
+  ErrorCode abortCode_ = ErrorCode::kRemoteError;
+  std::string abortReason_;
+};
+
+}  // namespace
+
+TransportPtr makeMpiTransport(int64_t mpiCommFortran) {
+  QCCL_CHECK(mpiUsable(), ErrorCode::kInvalidUsage, "makeMpiTransport: MPI is not initialized (or already finalized)");
+  MPI_Comm comm = MPI_Comm_f2c(static_cast<MPI_Fint>(mpiCommFortran));
+  QCCL_CHECK(comm != MPI_COMM_NULL, ErrorCode::kInvalidArgument, "makeMpiTransport: null MPI communicator");
+  return std::make_unique<MpiTransport>(comm);
+}
+
+}  // namespace qccl

@@ -1,0 +1,19 @@
+// MPI transport factory (only built when QCCL_HAVE_MPI).
+#pragma once
+
+#include <cstdint>
+
+#include "transport/transport.hpp"
+
+namespace qccl {
+
+/// A transport over a duplicate of the MPI communicator whose Fortran handle is `mpiCommFortran`
+/// (MPI_Comm_c2f), so qccl's messages never match the application's. The duplicate returns errors
+/// instead of aborting (MPI_ERRORS_RETURN); they surface as Error(kTransportError) with MPI's text.
+/// Collective over the communicator (MPI_Comm_dup). MPI must be initialized, and calls into the
+/// transport must respect the thread level the application initialized MPI with. Requests must
+/// be destroyed before the transport; the transport must be destroyed before MPI_Finalize.
+/// Throws Error(kInvalidUsage) when MPI is not initialized or already finalized.
+TransportPtr makeMpiTransport(int64_t mpiCommFortran);
+
+}  // namespace qccl
