@@ -187,9 +187,9 @@ size_t encode(const CodecConfig& cfg, const float* in, float* residual, size_t n
 }
 
 WireInfo parseWire(const void* in, size_t bytes) {
-  if (in == nullptr) malformed("null buffer");
   if (bytes < kWireHeaderBytes)
     malformed("truncated header: " + std::to_string(bytes) + " < " + std::to_string(kWireHeaderBytes) + " bytes");
+  if (in == nullptr) malformed("null buffer");
   WireHeader h;
   std::memcpy(&h, in, sizeof(h));
   if (h.magic != kWireMagic) malformed("bad magic");

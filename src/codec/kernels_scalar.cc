@@ -23,13 +23,21 @@ inline uint16_t loadU16(const uint8_t* p) {
   std::memcpy(&u, p, 2);
   return u;
 }
+// The API allows float pointers at any byte offset, so element access goes through memcpy
+// (a plain mov on x86; keeps UBSan's alignment check quiet).
+inline float ld(const float* p) {
+  float f;
+  std::memcpy(&f, p, 4);
+  return f;
+}
+inline void st(float* p, float f) { std::memcpy(p, &f, 4); }
 inline void storeU16(uint8_t* p, uint16_t u) { std::memcpy(p, &u, 2); }
 
 // Stages v = in + residual for one bucket; returns false when any v is not finite.
 bool stage(const float* in, const float* residual, uint32_t m, float* v) {
   bool finite = true;
   for (uint32_t i = 0; i < m; ++i) {
-    v[i] = residual ? in[i] + residual[i] : in[i];
+    v[i] = residual ? ld(in + i) + ld(residual + i) : ld(in + i);
     finite &= isFinite(v[i]);
   }
   return finite;
@@ -40,7 +48,7 @@ bool nonFiniteBucket(uint32_t statBytes, uint32_t wordBytes, float* residual, ui
   for (uint32_t s = 0; s < statBytes; s += 4) storeF32(block + s, math::quietNaN());
   std::memset(block + statBytes, 0, wordBytes);
   if (residual)
-    for (uint32_t i = 0; i < m; ++i) residual[i] = 0.0f;
+    for (uint32_t i = 0; i < m; ++i) st(residual + i, 0.0f);
   return true;
 }
 
@@ -77,7 +85,7 @@ bool encodeOneBit(const BucketCtx& ctx, const float* in, float* residual, uint32
   storeF32(block + 4, q);
   packSigns(v, m, block + 8);
   if (residual)
-    for (uint32_t i = 0; i < m; ++i) residual[i] = v[i] - (v[i] >= 0.0f ? p : q);
+    for (uint32_t i = 0; i < m; ++i) st(residual + i, v[i] - (v[i] >= 0.0f ? p : q));
   return false;
 }
 
@@ -85,7 +93,7 @@ void decodeOneBit(const BucketCtx&, const uint8_t* block, uint32_t m, float* out
   float p = loadF32(block), q = loadF32(block + 4);
   for (uint32_t i = 0; i < m; ++i) {
     float d = (loadU32(block + 8 + 4 * (i / 32)) >> (i % 32)) & 1u ? p : q;
-    out[i] = add ? out[i] + d : d;
+    st(out + i, add ? ld(out + i) + d : d);
   }
 }
 
@@ -100,7 +108,7 @@ bool encodeSignScale(const BucketCtx& ctx, const float* in, float* residual, uin
   storeF32(block, s);
   packSigns(v, m, block + 4);
   if (residual)
-    for (uint32_t i = 0; i < m; ++i) residual[i] = v[i] - (v[i] >= 0.0f ? s : -s);
+    for (uint32_t i = 0; i < m; ++i) st(residual + i, v[i] - (v[i] >= 0.0f ? s : -s));
   return false;
 }
 
@@ -108,7 +116,7 @@ void decodeSignScale(const BucketCtx&, const uint8_t* block, uint32_t m, float* 
   float s = loadF32(block);
   for (uint32_t i = 0; i < m; ++i) {
     float d = (loadU32(block + 4 + 4 * (i / 32)) >> (i % 32)) & 1u ? s : -s;
-    out[i] = add ? out[i] + d : d;
+    st(out + i, add ? ld(out + i) + d : d);
   }
 }
 
@@ -132,7 +140,7 @@ bool encodeMaxMin(const BucketCtx& ctx, const float* in, float* residual, uint32
     uint32_t q = math::maxminLevel(v[i], p, u);
     uint8_t* w = words + 4 * (i / perWord);
     storeU32(w, loadU32(w) | q << ((i % perWord) * (uint32_t)ctx.bits));
-    if (residual) residual[i] = v[i] - math::maxminValue(q, p.mn, p.step);
+    if (residual) st(residual + i, v[i] - math::maxminValue(q, p.mn, p.step));
   }
   return false;
 }
@@ -144,7 +152,7 @@ void decodeMaxMin(const BucketCtx& ctx, const uint8_t* block, uint32_t m, float*
   for (uint32_t i = 0; i < m; ++i) {
     uint32_t q = (loadU32(block + 8 + 4 * (i / perWord)) >> ((i % perWord) * (uint32_t)ctx.bits)) & mask;
     float d = math::maxminValue(q, mn, step);
-    out[i] = add ? out[i] + d : d;
+    st(out + i, add ? ld(out + i) + d : d);
   }
 }
 
@@ -159,13 +167,13 @@ bool encodeDyn8(const BucketCtx& ctx, const float* in, float* residual, uint32_t
   std::memset(codes, 0, wb);
   if (absmax == 0.0f) {
     if (residual)
-      for (uint32_t i = 0; i < m; ++i) residual[i] = v[i];  // v is +-0 here; v - 0 keeps it
+      for (uint32_t i = 0; i < m; ++i) st(residual + i, v[i]);  // v is +-0 here; v - 0 keeps it
     return false;
   }
   for (uint32_t i = 0; i < m; ++i) {
     uint8_t c = math::dyn8Encode(v[i], absmax, ctx.dyn8->threshold);
     codes[i] = c;
-    if (residual) residual[i] = v[i] - math::dyn8Value(c, absmax, ctx.dyn8->magnitude);
+    if (residual) st(residual + i, v[i] - math::dyn8Value(c, absmax, ctx.dyn8->magnitude));
   }
   return false;
 }
@@ -174,17 +182,17 @@ void decodeDyn8(const BucketCtx& ctx, const uint8_t* block, uint32_t m, float* o
   float absmax = loadF32(block);
   for (uint32_t i = 0; i < m; ++i) {
     float d = math::dyn8Value(block[4 + i], absmax, ctx.dyn8->magnitude);
-    out[i] = add ? out[i] + d : d;
+    st(out + i, add ? ld(out + i) + d : d);
   }
 }
 
 bool encodeFp32(const float* in, float* residual, size_t n, uint8_t* payload) {
   bool nonFinite = false;
   for (size_t i = 0; i < n; ++i) {
-    float v = residual ? in[i] + residual[i] : in[i];
+    float v = residual ? ld(in + i) + ld(residual + i) : ld(in + i);
     nonFinite |= !isFinite(v);
     storeF32(payload + 4 * i, v);
-    if (residual) residual[i] = 0.0f;
+    if (residual) st(residual + i, 0.0f);
   }
   return nonFinite;
 }
@@ -192,7 +200,7 @@ bool encodeFp32(const float* in, float* residual, size_t n, uint8_t* payload) {
 void decodeFp32(const uint8_t* payload, size_t n, float* out, bool add) {
   for (size_t i = 0; i < n; ++i) {
     float d = loadF32(payload + 4 * i);
-    out[i] = add ? out[i] + d : d;
+    st(out + i, add ? ld(out + i) + d : d);
   }
 }
 
@@ -200,13 +208,13 @@ template <uint16_t (*Enc)(float), float (*Dec)(uint16_t)>
 bool encodeHalfLike(const float* in, float* residual, size_t n, uint8_t* payload) {
   bool nonFinite = false;
   for (size_t i = 0; i < n; ++i) {
-    float v = residual ? in[i] + residual[i] : in[i];
+    float v = residual ? ld(in + i) + ld(residual + i) : ld(in + i);
     uint16_t h = Enc(v);
     float d = Dec(h);
     storeU16(payload + 2 * i, h);
     bool bad = !isFinite(d);  // non-finite input, or a finite value that rounded to Inf
     nonFinite |= bad;
-    if (residual) residual[i] = bad ? 0.0f : v - d;
+    if (residual) st(residual + i, bad ? 0.0f : v - d);
   }
   if (n % 2) storeU16(payload + 2 * n, 0);
   return nonFinite;
@@ -216,7 +224,7 @@ template <float (*Dec)(uint16_t)>
 void decodeHalfLike(const uint8_t* payload, size_t n, float* out, bool add) {
   for (size_t i = 0; i < n; ++i) {
     float d = Dec(loadU16(payload + 2 * i));
-    out[i] = add ? out[i] + d : d;
+    st(out + i, add ? ld(out + i) + d : d);
   }
 }
 
