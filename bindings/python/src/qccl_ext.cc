@@ -1,0 +1,346 @@
+// _qccl: the thin nanobind layer over the C API (qccl/qccl.h).
+//
+// Arrays arrive through DLPack / the buffer protocol (numpy arrays, torch tensors) without
+// copies. This layer checks what the C API cannot see (dtype, contiguity, device, sizes of the
+// buffers it is handed) and turns every qcclResult_t into the Python qccl.Error, which the
+// package registers at import. The friendlier argument handling lives in qccl/_core.py.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "qccl/qccl.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+// Carries a failed call out of C++; the translator below turns it into qccl.Error(message, code).
+struct CallError {
+  int code;
+  std::string message;
+};
+
+nb::object& errorClass() {
+  static nb::object cls;  // set once by qccl/__init__.py; lives until interpreter exit
+  return cls;
+}
+
+void check(qcclResult_t r, qcclComm_t comm, const char* what) {
+  if (r == qcclSuccess) return;
+  std::string detail = qcclGetLastError(comm);
+  if (detail.empty()) detail = qcclGetErrorString(r);
+  throw CallError{static_cast<int>(r), std::string(what) + ": " + detail};
+}
+
+[[noreturn]] void invalid(const std::string& msg) { throw CallError{qcclInvalidArgument, msg}; }
+
+using Array = nb::ndarray<>;
+using ConstArray = nb::ndarray<nb::ro>;
+
+template <typename A>
+bool isCContiguous(const A& a) {
+  int64_t expected = 1;
+  for (size_t d = a.ndim(); d-- > 0;) {
+    if (a.shape(d) != 1 && a.stride(d) != expected) return false;
+    expected *= static_cast<int64_t>(a.shape(d));
+  }
+  return true;
+}
+
+template <typename A>
+qcclDataType_t dataType(const A& a) {
+  const nb::dlpack::dtype dt = a.dtype();
+  if (dt.lanes == 1 && dt.bits == 32 && dt.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Float))
+    return qcclFloat32;
+  if (dt.lanes == 1 && dt.bits == 16 && dt.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Float))
+    return qcclFloat16;
+  if (dt.lanes == 1 && dt.bits == 16 && dt.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat))
+    return qcclBfloat16;
+  invalid("unsupported dtype (code " + std::to_string(dt.code) + ", " + std::to_string(dt.bits) +
+          " bits): qccl reduces float32, float16 and bfloat16");
+}
+
+// Validates one buffer and reports whether it lives on a CUDA device.
+template <typename A>
+bool checkBuffer(const A& a, const char* name) {
+  if (!isCContiguous(a)) invalid(std::string(name) + " is not contiguous; call .contiguous() first");
+  const int dev = a.device_type();
+  if (dev == nb::device::cpu::value) return false;
+  if (dev == nb::device::cuda::value) {
+#if QCCL_HAVE_CUDA
+    return true;
+#else
+    invalid(std::string(name) + " is a CUDA tensor but this qccl was built without CUDA (QCCL_CUDA=OFF)");
+#endif
+  }
+  invalid(std::string(name) + ": only CPU and CUDA memory is supported (DLPack device type " + std::to_string(dev) +
+          ")");
+}
+
+qcclConfig_t makeConfig(const nb::dict& overrides) {
+  qcclConfig_t c;
+  check(qcclConfigInit(&c), nullptr, "qcclConfigInit");
+  for (auto [k, v] : overrides) {
+    const std::string key = nb::cast<std::string>(k);
+    if (key == "codec")
+      c.codec = nb::cast<int>(v);
+    else if (key == "bits")
+      c.bits = nb::cast<int>(v);
+    else if (key == "bucket")
+      c.bucket = nb::cast<int>(v);
+    else if (key == "stochastic")
+      c.stochastic = nb::cast<bool>(v) ? 1 : 0;
+    else if (key == "seed")
+      c.seed = nb::cast<uint64_t>(v);
+    else if (key == "min_compress_bytes")
+      c.minCompressBytes = nb::cast<size_t>(v);
+    else if (key == "chunk_bytes")
+      c.chunkBytes = nb::cast<size_t>(v);
+    else if (key == "pipeline_depth")
+      c.pipelineDepth = nb::cast<int>(v);
+    else if (key == "timeout")
+      c.timeoutSec = nb::cast<double>(v);
+    else if (key == "warmup_calls")
+      c.warmupCalls = nb::cast<int>(v);
+    else if (key == "algo")
+      c.algo = nb::cast<int>(v);
+    else if (key == "error_feedback")
+      c.errorFeedback = nb::cast<bool>(v) ? 1 : 0;
+    else
+      invalid("unknown config field '" + key + "'");
+  }
+  return c;
+}
+
+nb::dict configToDict(const qcclConfig_t& c) {
+  nb::dict d;
+  d["codec"] = c.codec;
+  d["bits"] = c.bits;
+  d["bucket"] = c.bucket;
+  d["stochastic"] = c.stochastic != 0;
+  d["seed"] = c.seed;
+  d["min_compress_bytes"] = c.minCompressBytes;
+  d["chunk_bytes"] = c.chunkBytes;
+  d["pipeline_depth"] = c.pipelineDepth;
+  d["timeout"] = c.timeoutSec;
+  d["warmup_calls"] = c.warmupCalls;
+  d["algo"] = c.algo;
+  d["error_feedback"] = c.errorFeedback != 0;
+  return d;
+}
+
+qcclUniqueId idFromBytes(const nb::bytes& b) {
+  qcclUniqueId id;
+  if (b.size() != sizeof(id.internal))
+    invalid("unique id must be " + std::to_string(sizeof(id.internal)) + " bytes, got " + std::to_string(b.size()));
+  std::memcpy(id.internal, b.c_str(), sizeof(id.internal));
+  return id;
+}
+
+nb::bytes idToBytes(const qcclUniqueId& id) { return nb::bytes(id.internal, sizeof(id.internal)); }
+
+// Owns one qcclComm_t. destroy()/abort() free it early; the destructor frees what is left.
+class Comm {
+ public:
+  explicit Comm(qcclComm_t c) : comm_(c) {}
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+  ~Comm() {
+    if (comm_) qcclCommDestroy(comm_);
+  }
+
+  qcclComm_t get() const {
+    if (!comm_) throw CallError{qcclInvalidUsage, "the communicator was destroyed"};
+    return comm_;
+  }
+  bool alive() const { return comm_ != nullptr; }
+  int rank() const {
+    int r = -1;
+    check(qcclCommUserRank(get(), &r), comm_, "qcclCommUserRank");
+    return r;
+  }
+  int size() const {
+    int n = 0;
+    check(qcclCommCount(get(), &n), comm_, "qcclCommCount");
+    return n;
+  }
+  void destroy() {
+    qcclComm_t c = std::exchange(comm_, nullptr);
+    if (c) check(qcclCommDestroy(c), nullptr, "qcclCommDestroy");
+  }
+  void abort() {
+    qcclComm_t c = std::exchange(comm_, nullptr);
+    if (c) check(qcclCommAbort(c), nullptr, "qcclCommAbort");
+  }
+
+ private:
+  qcclComm_t comm_;
+};
+
+nb::dict stats(const Comm& self) {
+  qcclStats_t s;
+  check(qcclCommGetStats(self.get(), &s), self.get(), "qcclCommGetStats");
+  nb::dict d;
+  d["bytes_sent"] = s.bytesSent;
+  d["bytes_received"] = s.bytesReceived;
+  d["calls"] = s.calls;
+  d["residual_bytes"] = s.residualBytes;
+  d["staging_bytes"] = s.stagingBytes;
+  d["peak_staging_bytes"] = s.peakStagingBytes;
+  return d;
+}
+
+qcclTensorOpts_t tensorOpts(uint64_t id, int codec, int bits, int algo) {
+  qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
+  t.id = id;
+  t.codec = codec;
+  t.bits = bits;
+  t.algo = algo;
+  return t;
+}
+
+void allreduce(Comm& self, ConstArray send, Array recv, int op, uint64_t id, int codec, int bits, int algo,
+               uintptr_t stream) {
+  const bool sendCuda = checkBuffer(send, "input");
+  const bool recvCuda = checkBuffer(recv, "output");
+  if (sendCuda != recvCuda) invalid("input and output must be on the same device");
+  const qcclDataType_t dt = dataType(send);
+  if (dataType(recv) != dt) invalid("input and output dtypes differ");
+  if (send.size() != recv.size())
+    invalid("input has " + std::to_string(send.size()) + " elements but output has " + std::to_string(recv.size()));
+  if (op != qcclSum && op != qcclAvg) invalid("op must be sum or avg");
+  const qcclTensorOpts_t t = tensorOpts(id, codec, bits, algo);
+  qcclComm_t c = self.get();
+  qcclResult_t r;
+  {
+    nb::gil_scoped_release unlocked;
+    r = qcclAllreduce(send.data(), recv.data(), send.size(), dt, static_cast<qcclRedOp_t>(op), &t, c,
+                      sendCuda ? reinterpret_cast<void*>(stream) : nullptr);
+  }
+  check(r, c, "qcclAllreduce");
+}
+
+void allgather(Comm& self, ConstArray send, Array recv, uint64_t id, int codec, int bits, int algo, uintptr_t stream) {
+  const bool sendCuda = checkBuffer(send, "input");
+  const bool recvCuda = checkBuffer(recv, "output");
+  if (sendCuda != recvCuda) invalid("input and output must be on the same device");
+  const qcclDataType_t dt = dataType(send);
+  if (dataType(recv) != dt) invalid("input and output dtypes differ");
+  const size_t n = static_cast<size_t>(self.size());
+  if (recv.size() != send.size() * n)
+    invalid("output must hold size * input elements (" + std::to_string(send.size() * n) + "), got " +
+            std::to_string(recv.size()));
+  const qcclTensorOpts_t t = tensorOpts(id, codec, bits, algo);
+  qcclComm_t c = self.get();
+  qcclResult_t r;
+  {
+    nb::gil_scoped_release unlocked;
+    r = qcclAllgather(send.data(), recv.data(), send.size(), dt, &t, c,
+                      sendCuda ? reinterpret_cast<void*>(stream) : nullptr);
+  }
+  check(r, c, "qcclAllgather");
+}
+
+Comm* initMpi(int64_t fortranHandle, const nb::dict& cfg) {
+  const qcclConfig_t c = makeConfig(cfg);
+  qcclComm_t comm = nullptr;
+  qcclResult_t r;
+  {
+    nb::gil_scoped_release unlocked;
+    r = qcclCommInitMpiFortran(&comm, fortranHandle, &c);
+  }
+  check(r, nullptr, "qcclCommInitMpiFortran");
+  return new Comm(comm);
+}
+
+Comm* initRank(int nranks, const nb::bytes& uid, int rank, const nb::dict& cfg) {
+  const qcclConfig_t c = makeConfig(cfg);
+  const qcclUniqueId id = idFromBytes(uid);
+  qcclComm_t comm = nullptr;
+  qcclResult_t r;
+  {
+    nb::gil_scoped_release unlocked;
+    r = qcclCommInitRank(&comm, nranks, id, rank, &c);
+  }
+  check(r, nullptr, "qcclCommInitRank");
+  return new Comm(comm);
+}
+
+std::vector<Comm*> initLoopback(int nranks, const nb::dict& cfg) {
+  if (nranks < 1) invalid("nranks must be at least 1");
+  const qcclConfig_t c = makeConfig(cfg);
+  std::vector<qcclComm_t> comms(static_cast<size_t>(nranks), nullptr);
+  check(qcclCommInitLoopback(comms.data(), nranks, &c), nullptr, "qcclCommInitLoopback");
+  std::vector<Comm*> out;
+  for (qcclComm_t x : comms) out.push_back(new Comm(x));
+  return out;
+}
+
+}  // namespace
+
+NB_MODULE(_qccl, m) {
+  m.doc() = "Low-level bindings of the qccl C API; use the qccl package instead.";
+  m.attr("HAVE_CUDA") = static_cast<bool>(QCCL_HAVE_CUDA);
+  m.attr("HAVE_MPI") = static_cast<bool>(QCCL_HAVE_MPI);
+  m.attr("HAVE_UCX") = static_cast<bool>(QCCL_HAVE_UCX);
+  m.attr("UNIQUE_ID_BYTES") = sizeof(qcclUniqueId::internal);
+
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const CallError& e) {
+      if (errorClass().is_valid()) {
+        nb::object exc = errorClass()(e.message, e.code);
+        PyErr_SetObject(errorClass().ptr(), exc.ptr());
+      } else {
+        PyErr_SetString(PyExc_RuntimeError, e.message.c_str());
+      }
+    }
+  });
+
+  m.def("_set_error_class", [](nb::object cls) { errorClass() = std::move(cls); });
+  m.def("version", [] {
+    int v = 0;
+    check(qcclGetVersion(&v), nullptr, "qcclGetVersion");
+    return v;
+  });
+  m.def("error_string", [](int code) { return std::string(qcclGetErrorString(static_cast<qcclResult_t>(code))); });
+  m.def(
+      "config_defaults", [] { return configToDict(makeConfig(nb::dict())); },
+      "The communicator configuration after QCCL_* environment overrides.");
+  m.def("get_unique_id", [] {
+    qcclUniqueId id;
+    check(qcclGetUniqueId(&id), nullptr, "qcclGetUniqueId");
+    return idToBytes(id);
+  });
+  m.def("unique_id_from_address", [](const std::string& host, int port) {
+    qcclUniqueId id;
+    check(qcclUniqueIdFromAddress(&id, host.c_str(), port), nullptr, "qcclUniqueIdFromAddress");
+    return idToBytes(id);
+  });
+
+  nb::class_<Comm>(m, "Comm")
+      .def_prop_ro("rank", &Comm::rank)
+      .def_prop_ro("size", &Comm::size)
+      .def_prop_ro("alive", &Comm::alive)
+      .def("destroy", &Comm::destroy)
+      .def("abort", &Comm::abort)
+      .def("stats", &stats)
+      .def("release",
+           [](Comm& self, uint64_t id) { check(qcclTensorRelease(self.get(), id), self.get(), "qcclTensorRelease"); })
+      .def("allreduce", &allreduce, nb::arg("send").noconvert(), nb::arg("recv").noconvert(), nb::arg("op"),
+           nb::arg("id"), nb::arg("codec"), nb::arg("bits"), nb::arg("algo"), nb::arg("stream"))
+      .def("allgather", &allgather, nb::arg("send").noconvert(), nb::arg("recv").noconvert(), nb::arg("id"),
+           nb::arg("codec"), nb::arg("bits"), nb::arg("algo"), nb::arg("stream"));
+
+  m.def("init_mpi", &initMpi, nb::arg("fortran_handle"), nb::arg("config"), nb::rv_policy::take_ownership);
+  m.def("init_rank", &initRank, nb::arg("nranks"), nb::arg("unique_id"), nb::arg("rank"), nb::arg("config"),
+        nb::rv_policy::take_ownership);
+  m.def("init_loopback", &initLoopback, nb::arg("nranks"), nb::arg("config"), nb::rv_policy::take_ownership);
+}
