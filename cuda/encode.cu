@@ -1,0 +1,179 @@
+// Encode launcher and kernels: bucket codecs (one warp per bucket), casts and the header writer.
+//
+// Launch sequence on the caller's stream, nothing allocated:
+//   1. cudaMemsetAsync(workspace flag word, 0)
+//   2. the codec kernel; a non-finite bucket/value sets the flag (atomicOr)
+//   3. a one-thread kernel writes the 32-byte header with flag bit 2 taken from the workspace word.
+#include <cstring>
+
+#include "codec/codec_math.hpp"
+#include "cuda/bucket_encode.cuh"
+#include "cuda/launch_util.hpp"
+#include "cuda/warp.cuh"
+#include "qccl/cuda_codec.hpp"
+
+namespace qccl {
+namespace cuda {
+namespace detail {
+namespace {
+
+constexpr size_t kWorkspaceBytes = 16;  // one flag word, padded to a 16-byte line
+
+template <CodecId C, int B>
+__global__ void __launch_bounds__(kThreadsPerBlock) encodeBucketsKernel(EncodeArgs a, TablesFor<C> t) {
+  __shared__ float sThr[C == CodecId::kDyn8 ? 128 : 1];
+  __shared__ float sMag[C == CodecId::kDyn8 ? 128 : 1];
+  if constexpr (C == CodecId::kDyn8) {
+    for (int i = threadIdx.x; i < 128; i += blockDim.x) {
+      sMag[i] = t.magnitude[i];
+      if (i < 127) sThr[i] = t.threshold[i];
+    }
+    __syncthreads();
+  }
+  const DeviceWarp w;
+  const uint64_t warp = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32u;
+  const uint64_t warps = static_cast<uint64_t>(gridDim.x) * blockDim.x / 32u;
+  for (uint64_t b = warp; b < a.numBuckets; b += warps) encodeBucket<C, B>(w, a, b, sThr, sMag);
+}
+
+// Casts: one thread per payload word (fp32: 1 element, fp16/bf16: 2 elements, the odd tail padded
+// with a zero half). Mirrors encodeFp32 / encodeHalfLike of the CPU kernels.
+template <CodecId C>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    encodeCastKernel(const float* in, float* res, uint64_t n, uint32_t* payload, uint32_t* flag) {
+  constexpr uint64_t kPer = C == CodecId::kFp32 ? 1 : 2;
+  const uint64_t words = (n + kPer - 1) / kPer;
+  bool bad = false;
+  for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < words;
+       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    uint32_t word = 0;
+    QCCL_UNROLL
+    for (uint64_t k = 0; k < kPer; ++k) {
+      const uint64_t e = i * kPer + k;
+      if (e >= n) break;
+      const float v = res ? in[e] + res[e] : in[e];
+      if constexpr (C == CodecId::kFp32) {
+        word = math::floatBits(v);
+        bad = bad || !math::isFinite(v);
+        if (res) res[e] = 0.0f;
+      } else {
+        const uint16_t h = C == CodecId::kFp16 ? math::floatToHalf(v) : math::floatToBf16(v);
+        const float d = C == CodecId::kFp16 ? math::halfToFloat(h) : math::bf16ToFloat(h);
+        const bool nf = !math::isFinite(d);  // non-finite input, or a finite value that rounded to Inf
+        bad = bad || nf;
+        if (res) res[e] = nf ? 0.0f : v - d;
+        word |= static_cast<uint32_t>(h) << (16 * k);
+      }
+    }
+    payload[i] = word;
+  }
+  if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31u) == 0) atomicOr(flag, 1u);
+}
+
+__global__ void writeHeaderKernel(WireHeader h, const uint32_t* flag, uint32_t* out) {
+  if (*flag) h.flags |= kFlagNonFinite;
+  uint32_t words[8];
+  memcpy(words, &h, sizeof(h));
+  QCCL_UNROLL
+  for (int i = 0; i < 8; ++i) out[i] = words[i];
+}
+
+template <CodecId C, int B>
+void launchBuckets(const EncodeArgs& a, cudaStream_t s) {
+  TablesFor<C> t;
+  if constexpr (C == CodecId::kDyn8) t = hostDyn8Tables();
+  encodeBucketsKernel<C, B><<<gridFor(a.numBuckets, kWarpsPerBlock), kThreadsPerBlock, 0, s>>>(a, t);
+  QCCL_CUDA_CHECK_LAUNCH();
+}
+
+template <CodecId C>
+void launchCast(const float* in, float* res, uint64_t n, uint8_t* payload, uint32_t* flag, cudaStream_t s) {
+  const uint64_t words = C == CodecId::kFp32 ? n : (n + 1) / 2;
+  encodeCastKernel<C><<<gridFor(words, kThreadsPerBlock, 65535), kThreadsPerBlock, 0, s>>>(
+      in, res, n, reinterpret_cast<uint32_t*>(payload), flag);
+  QCCL_CUDA_CHECK_LAUNCH();
+}
+
+void launchEncode(const CodecConfig& r, const float* in, float* res, uint64_t n, uint8_t* payload,
+                  const EncodeParams& params, uint32_t* flag, cudaStream_t s) {
+  if (r.codec == CodecId::kFp32) return launchCast<CodecId::kFp32>(in, res, n, payload, flag, s);
+  if (r.codec == CodecId::kFp16) return launchCast<CodecId::kFp16>(in, res, n, payload, flag, s);
+  if (r.codec == CodecId::kBf16) return launchCast<CodecId::kBf16>(in, res, n, payload, flag, s);
+  EncodeArgs a = {};
+  a.in = in;
+  a.res = res;
+  a.payload = payload;
+  a.flag = flag;
+  a.n = n;
+  a.bucket = r.bucket;
+  a.numBuckets = (n + r.bucket - 1) / r.bucket;
+  a.blockBytes = math::bucketBlockBytes(r.codec, r.bits, r.bucket);
+  a.seed = r.seed;
+  a.rngOffset = params.rngOffset;
+  a.stochastic = r.stochastic;
+  a.vec = aligned(in, 16) && (res == nullptr || aligned(res, 16));
+  switch (r.codec) {
+    case CodecId::kOneBit:
+      return launchBuckets<CodecId::kOneBit, 1>(a, s);
+    case CodecId::kSignScale:
+      return launchBuckets<CodecId::kSignScale, 1>(a, s);
+    case CodecId::kDyn8:
+      return launchBuckets<CodecId::kDyn8, 8>(a, s);
+    case CodecId::kMaxMin:
+      if (r.bits == 2) return launchBuckets<CodecId::kMaxMin, 2>(a, s);
+      if (r.bits == 4) return launchBuckets<CodecId::kMaxMin, 4>(a, s);
+      return launchBuckets<CodecId::kMaxMin, 8>(a, s);
+    default:
+      QCCL_THROW(ErrorCode::kInternalError, "cuda encode: unhandled codec");
+  }
+}
+
+}  // namespace
+}  // namespace detail
+
+size_t encodeWorkspaceBytes(const CodecConfig& cfg, size_t) {
+  validateConfig(cfg);
+  return detail::kWorkspaceBytes;
+}
+
+size_t encode(const CodecConfig& cfg, const float* in_d, float* residual_d, size_t n, void* out_d, size_t outCapacity,
+              const EncodeParams& params, void* workspace_d, size_t workspaceBytes, void* stream) {
+  using detail::aligned;
+  const CodecConfig r = resolveConfig(cfg);
+  const size_t total = encodedBytes(r, n);
+  QCCL_CHECK(out_d != nullptr, ErrorCode::kInvalidArgument, "cuda encode: null output");
+  QCCL_CHECK(in_d != nullptr || n == 0, ErrorCode::kInvalidArgument, "cuda encode: null input");
+  QCCL_CHECK(outCapacity >= total, ErrorCode::kInvalidArgument,
+             "cuda encode: output capacity " + std::to_string(outCapacity) + " < " + std::to_string(total) + " bytes");
+  QCCL_CHECK(workspace_d != nullptr && workspaceBytes >= detail::kWorkspaceBytes, ErrorCode::kInvalidArgument,
+             "cuda encode: workspace missing or smaller than encodeWorkspaceBytes()");
+  QCCL_CHECK(aligned(workspace_d, 16), ErrorCode::kInvalidArgument, "cuda encode: workspace not 16-byte aligned");
+  QCCL_CHECK(aligned(out_d, 4), ErrorCode::kInvalidArgument, "cuda encode: output not 4-byte aligned");
+  QCCL_CHECK(aligned(in_d, 4) && aligned(residual_d, 4), ErrorCode::kInvalidArgument,
+             "cuda encode: input or residual not 4-byte aligned");
+  QCCL_CHECK(residual_d == nullptr || residual_d == in_d || residual_d + n <= in_d || in_d + n <= residual_d,
+             ErrorCode::kInvalidArgument, "cuda encode: residual overlaps the input without being equal to it");
+
+  cudaStream_t s = detail::asStream(stream);
+  uint32_t* flag = static_cast<uint32_t*>(workspace_d);
+  uint8_t* out = static_cast<uint8_t*>(out_d);
+  QCCL_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(uint32_t), s));
+  if (n > 0) detail::launchEncode(r, in_d, residual_d, n, out + kWireHeaderBytes, params, flag, s);
+
+  WireHeader h;
+  h.magic = kWireMagic;
+  h.version = kWireVersion;
+  h.codec = static_cast<uint8_t>(r.codec);
+  h.bits = static_cast<uint8_t>(r.bits);
+  h.flags = static_cast<uint8_t>((r.stochastic ? kFlagStochastic : 0) | (residual_d ? kFlagErrorFeedback : 0));
+  h.bucket = r.bucket;
+  h.seq = params.seq;
+  h.count = n;
+  h.payloadBytes = total - kWireHeaderBytes;
+  detail::writeHeaderKernel<<<1, 1, 0, s>>>(h, flag, reinterpret_cast<uint32_t*>(out));
+  QCCL_CUDA_CHECK_LAUNCH();
+  return total;
+}
+
+}  // namespace cuda
+}  // namespace qccl
