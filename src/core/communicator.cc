@@ -1,0 +1,353 @@
+#include "core/communicator.hpp"
+
+#include <cstring>
+#include <map>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "codec/codec_math.hpp"
+#include "core/device_path.hpp"
+#include "core/executor.hpp"
+#include "core/plan.hpp"
+#include "qccl/error.hpp"
+
+namespace qccl {
+namespace {
+
+// Error-feedback state of one tensor: the worker residual covers the whole tensor, the owner
+// residual only this rank's sra shard.
+struct TensorState {
+  std::vector<float> worker;
+  std::vector<float> owner;
+  uint64_t calls = 0;
+};
+
+bool isCast(CodecId c) { return c == CodecId::kFp32 || c == CodecId::kFp16 || c == CodecId::kBf16; }
+
+size_t dtypeBytes(DataType t) { return t == DataType::kFloat32 ? 4 : 2; }
+
+void toFloat(const void* in, DataType t, float* out, size_t n) {
+  const uint16_t* h = static_cast<const uint16_t*>(in);
+  if (t == DataType::kFloat16) {
+    for (size_t i = 0; i < n; ++i) out[i] = math::halfToFloat(h[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) out[i] = math::bf16ToFloat(h[i]);
+  }
+}
+
+void fromFloat(const float* in, DataType t, void* out, size_t n) {
+  uint16_t* h = static_cast<uint16_t*>(out);
+  if (t == DataType::kFloat16) {
+    for (size_t i = 0; i < n; ++i) h[i] = math::floatToHalf(in[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) h[i] = math::floatToBf16(in[i]);
+  }
+}
+
+void validateOptions(const Options& o) {
+  validateConfig(o.codec);
+  QCCL_CHECK(o.chunkBytes >= sizeof(float), ErrorCode::kInvalidArgument, "options: chunkBytes must be >= 4");
+  QCCL_CHECK(o.pipelineDepth >= 1 && o.pipelineDepth <= 64, ErrorCode::kInvalidArgument,
+             "options: pipelineDepth must be in [1, 64]");
+  QCCL_CHECK(o.timeoutSec > 0.0, ErrorCode::kInvalidArgument, "options: timeoutSec must be > 0");
+  QCCL_CHECK(o.warmupCalls >= 0, ErrorCode::kInvalidArgument, "options: warmupCalls must be >= 0");
+  int a = static_cast<int>(o.algo);
+  QCCL_CHECK(a >= 0 && a <= 3, ErrorCode::kInvalidArgument, "options: unknown algorithm");
+}
+
+void validateBuffers(const void* send, const void* recv, size_t count, DataType dtype, const char* what) {
+  int t = static_cast<int>(dtype);
+  QCCL_CHECK(t >= 0 && t <= 2, ErrorCode::kInvalidArgument, std::string(what) + ": unknown datatype");
+  QCCL_CHECK(count == 0 || (send != nullptr && recv != nullptr), ErrorCode::kInvalidArgument,
+             std::string(what) + ": null buffer with a non-zero count");
+  QCCL_CHECK(count <= (size_t{1} << 40), ErrorCode::kInvalidArgument, std::string(what) + ": count too large");
+}
+
+}  // namespace
+
+struct Communicator::Impl {
+  TransportPtr transport;
+  Options opts;
+  Executor exec;
+  bool failed = false;
+  std::string failure;
+  uint32_t seq = 0;
+  uint64_t calls = 0;
+  std::map<std::pair<uint64_t, size_t>, TensorState> tensors;
+  uint64_t residualBytes = 0;
+  device::PinnedBuffer pinned;
+
+  Impl(TransportPtr t, Options o) : transport(std::move(t)), opts(std::move(o)), exec(*transport) {}
+
+  void checkUsable() const {
+    if (failed) QCCL_THROW(ErrorCode::kCommFailed, "communicator failed earlier: " + failure);
+  }
+
+  // The tensor's codec: its own codec and bits, else the communicator's. Bits of the
+  // communicator's codec do not carry over to a different codec named by the tensor.
+  CodecConfig codecFor(const TensorOpts& t) const {
+    CodecConfig cfg = opts.codec;
+    if (t.codec) {
+      int c = static_cast<int>(*t.codec);
+      QCCL_CHECK(c >= 0 && c < kNumCodecs, ErrorCode::kInvalidArgument, "tensor options: unknown codec");
+      if (*t.codec != cfg.codec) {
+        cfg.bits = 0;
+        cfg.stochastic = false;
+      }
+      cfg.codec = *t.codec;
+    }
+    if (t.bits != 0) cfg.bits = t.bits;
+    if (cfg.codec != CodecId::kMaxMin) cfg.stochastic = false;
+    validateConfig(cfg);
+    return resolveConfig(cfg);
+  }
+
+  // The one place that picks an algorithm for `auto`:
+  //   - fp32 codec, or a tensor below minCompressBytes (fp32 bytes): uncompressed fp32 ring, which
+  //     is bandwidth-optimal and exact up to the summation order;
+  //   - fp16/bf16: the ring with that cast on the wire;
+  //   - other codecs: sra for 3 or more ranks (each rank sends and receives ~2(n-1)/n compressed
+  //     tensors), allgather for 2 ranks (the same bytes in one round and one quantization stage).
+  // An explicit ring with a bucket codec is refused: the ring re-quantizes partial sums at every
+  // hop, so its error would grow with the number of ranks.
+  Algo pickAlgo(Algo requested, CodecConfig* cfg, size_t count) const {
+    if (requested == Algo::kRing) {
+      QCCL_CHECK(isCast(cfg->codec), ErrorCode::kInvalidArgument,
+                 std::string("algorithm ring sends fp32, fp16 or bf16, not ") + codecName(cfg->codec) +
+                     " (use sra or allgather)");
+      return Algo::kRing;
+    }
+    if (requested != Algo::kAuto) return requested;
+    if (cfg->codec == CodecId::kFp32 || count * sizeof(float) < opts.minCompressBytes) {
+      *cfg = resolveConfig(CodecConfig{});
+      return Algo::kRing;
+    }
+    if (isCast(cfg->codec)) return Algo::kRing;
+    return transport->size() >= 3 ? Algo::kSra : Algo::kAllgather;
+  }
+
+  TensorState& state(uint64_t id, size_t count) {
+    return tensors[std::make_pair(id, count)];  // created on first use
+  }
+
+  float* residual(std::vector<float>& v, size_t n) {
+    if (v.size() != n) {
+      residualBytes += n * sizeof(float);
+      residualBytes -= v.size() * sizeof(float);
+      v.assign(n, 0.0f);
+    }
+    return v.data();
+  }
+
+  ExecParams params(const CodecConfig& cfg) const {
+    ExecParams p;
+    p.codec = cfg;
+    p.seq = seq;
+    p.chunkElems = Executor::chunkElemsFor(cfg, opts.chunkBytes);
+    p.depth = opts.pipelineDepth;
+    p.timeoutSec = opts.timeoutSec;
+    return p;
+  }
+
+  // Runs `f`, which talks to the peers. Any failure in the middle of a collective leaves the ranks
+  // out of step, so the communicator is marked failed and the peers are told (unless a peer's
+  // notice is what failed us: it has reached everyone already).
+  template <class F>
+  void guarded(F&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      markFailed(e.code(), e.what());
+      throw;
+    } catch (const std::bad_alloc&) {
+      markFailed(ErrorCode::kSystemError, "out of memory");
+      QCCL_THROW(ErrorCode::kSystemError, "out of memory during a collective");
+    } catch (const std::exception& e) {
+      markFailed(ErrorCode::kInternalError, e.what());
+      QCCL_THROW(ErrorCode::kInternalError, e.what());
+    }
+  }
+
+  void markFailed(ErrorCode code, const std::string& why) noexcept {
+    if (failed) return;
+    failed = true;
+    try {
+      failure = why;
+    } catch (...) {
+    }
+    if (code != ErrorCode::kRemoteError) transport->sendAbort(code, why);
+  }
+
+  void allreduceHost(float* work, size_t count, const TensorOpts& t, CodecConfig cfg, Algo algo);
+  void allreduceImpl(const void* send, void* recv, size_t count, DataType dtype, RedOp op, const TensorOpts& t);
+  void allgatherImpl(const void* send, void* recv, size_t count, DataType dtype, const TensorOpts& t);
+};
+
+void Communicator::Impl::allreduceHost(float* work, size_t count, const TensorOpts& t, CodecConfig cfg, Algo algo) {
+  const int rank = transport->rank(), size = transport->size();
+  TensorState* st = nullptr;
+  bool ef = opts.errorFeedback && cfg.codec != CodecId::kFp32 && algo != Algo::kRing;
+  if (ef || opts.warmupCalls > 0) st = &state(t.id, count);
+  if (st != nullptr && st->calls < static_cast<uint64_t>(opts.warmupCalls)) {
+    cfg = resolveConfig(CodecConfig{});
+    algo = Algo::kRing;
+    ef = false;
+  }
+  ExecParams p = params(cfg);
+  Plan plan;
+  switch (algo) {
+    case Algo::kRing:
+      plan = planRing(rank, size, count, 32);
+      break;
+    case Algo::kSra:
+      plan = planSra(rank, size, count, cfg.bucket ? cfg.bucket : 32);
+      if (ef) p.ownerResidual = residual(st->owner, plan.ownerRange.size());
+      break;
+    default:
+      plan = planAllgatherReduce(rank, size, count);
+      break;
+  }
+  if (ef) p.workerResidual = residual(st->worker, count);
+  guarded([&] { exec.run(plan, work, work, p); });
+  if (st != nullptr) ++st->calls;
+}
+
+void Communicator::Impl::allreduceImpl(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
+                                       const TensorOpts& t) {
+  CodecConfig cfg = codecFor(t);
+  Algo requested = t.algo ? *t.algo : opts.algo;
+  QCCL_CHECK(static_cast<int>(requested) >= 0 && static_cast<int>(requested) <= 3, ErrorCode::kInvalidArgument,
+             "allreduce: unknown algorithm");
+  QCCL_CHECK(op == RedOp::kSum || op == RedOp::kAvg, ErrorCode::kInvalidArgument, "allreduce: unknown reduction");
+  Algo algo = pickAlgo(requested, &cfg, count);
+  ++seq;
+  float* work;
+  if (dtype == DataType::kFloat32) {
+    work = static_cast<float*>(recv);
+    if (send != recv && count > 0) std::memmove(work, send, count * sizeof(float));
+  } else {
+    work = static_cast<float*>(exec.extraBuffer(0, count * sizeof(float)));
+    toFloat(send, dtype, work, count);
+  }
+  allreduceHost(work, count, t, cfg, algo);
+  if (op == RedOp::kAvg) {
+    // A multiply by 1/n (not a divide) so that the host and device paths round identically.
+    const float inv = 1.0f / static_cast<float>(transport->size());
+    for (size_t i = 0; i < count; ++i) work[i] = work[i] * inv;
+  }
+  if (dtype != DataType::kFloat32) fromFloat(work, dtype, recv, count);
+  ++calls;
+}
+
+void Communicator::Impl::allgatherImpl(const void* send, void* recv, size_t count, DataType dtype,
+                                       const TensorOpts& t) {
+  CodecConfig cfg = codecFor(t);
+  const int rank = transport->rank(), size = transport->size();
+  QCCL_CHECK(count <= (size_t{1} << 40) / static_cast<size_t>(size), ErrorCode::kInvalidArgument,
+             "allgather: count too large");
+  ++seq;
+  TensorState* st = nullptr;
+  bool ef = opts.errorFeedback && cfg.codec != CodecId::kFp32;
+  if (ef || opts.warmupCalls > 0) st = &state(t.id, count);
+  if (st != nullptr && st->calls < static_cast<uint64_t>(opts.warmupCalls)) {
+    cfg = resolveConfig(CodecConfig{});
+    ef = false;
+  }
+  const float* in = static_cast<const float*>(send);
+  float* out = static_cast<float*>(recv);
+  if (dtype != DataType::kFloat32) {
+    float* tmp = static_cast<float*>(exec.extraBuffer(0, count * sizeof(float)));
+    toFloat(send, dtype, tmp, count);
+    in = tmp;
+    out = static_cast<float*>(exec.extraBuffer(1, count * size * sizeof(float)));
+  }
+  ExecParams p = params(cfg);
+  if (ef) p.workerResidual = residual(st->worker, count);
+  Plan plan = planAllgather(rank, size, count);
+  guarded([&] { exec.run(plan, in, out, p); });
+  if (st != nullptr) ++st->calls;
+  if (dtype != DataType::kFloat32) fromFloat(out, dtype, recv, count * size);
+  ++calls;
+}
+
+Communicator::Communicator(TransportPtr transport, Options options) {
+  QCCL_CHECK(transport != nullptr, ErrorCode::kInvalidArgument, "communicator: null transport");
+  validateOptions(options);
+  impl_ = std::make_unique<Impl>(std::move(transport), std::move(options));
+}
+
+Communicator::~Communicator() = default;
+
+int Communicator::rank() const { return impl_->transport->rank(); }
+int Communicator::size() const { return impl_->transport->size(); }
+const Options& Communicator::options() const { return impl_->opts; }
+Transport& Communicator::transport() { return *impl_->transport; }
+
+void Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
+                             const TensorOpts& opts, void* stream) {
+  Impl& m = *impl_;
+  m.checkUsable();
+  validateBuffers(send, recv, count, dtype, "allreduce");
+  const bool dev = count > 0 && device::isDevicePointer(recv);
+  QCCL_CHECK(dev == (count > 0 && device::isDevicePointer(send)), ErrorCode::kInvalidArgument,
+             "allreduce: send and recv must both be host or both be device memory");
+  if (!dev) {
+    m.allreduceImpl(send, recv, count, dtype, op, opts);
+    return;
+  }
+  // Device buffers: the host path runs on a pinned copy (in place), staged on the caller's stream.
+  size_t bytes = count * dtypeBytes(dtype);
+  void* host = m.pinned.get(bytes);
+  device::copyToHost(host, send, bytes, stream);
+  m.allreduceImpl(host, host, count, dtype, op, opts);
+  device::copyToDevice(recv, host, bytes, stream);
+}
+
+void Communicator::allgather(const void* send, void* recv, size_t sendCount, DataType dtype, const TensorOpts& opts,
+                             void* stream) {
+  Impl& m = *impl_;
+  m.checkUsable();
+  validateBuffers(send, recv, sendCount, dtype, "allgather");
+  const bool dev = sendCount > 0 && device::isDevicePointer(recv);
+  QCCL_CHECK(dev == (sendCount > 0 && device::isDevicePointer(send)), ErrorCode::kInvalidArgument,
+             "allgather: send and recv must both be host or both be device memory");
+  if (!dev) {
+    m.allgatherImpl(send, recv, sendCount, dtype, opts);
+    return;
+  }
+  size_t inBytes = sendCount * dtypeBytes(dtype), outBytes = inBytes * static_cast<size_t>(size());
+  uint8_t* host = static_cast<uint8_t*>(m.pinned.get(inBytes + outBytes));
+  device::copyToHost(host, send, inBytes, stream);
+  m.allgatherImpl(host, host + inBytes, sendCount, dtype, opts);
+  device::copyToDevice(recv, host + inBytes, outBytes, stream);
+}
+
+void Communicator::releaseTensor(uint64_t id) {
+  Impl& m = *impl_;
+  for (auto it = m.tensors.lower_bound(std::make_pair(id, size_t{0}));
+       it != m.tensors.end() && it->first.first == id;) {
+    m.residualBytes -= (it->second.worker.size() + it->second.owner.size()) * sizeof(float);
+    it = m.tensors.erase(it);
+  }
+}
+
+void Communicator::abort(const std::string& reason) noexcept { impl_->markFailed(ErrorCode::kCommFailed, reason); }
+
+bool Communicator::failed() const { return impl_->failed; }
+
+CommStats Communicator::stats() const {
+  const Impl& m = *impl_;
+  CommStats s;
+  const ExecStats& e = m.exec.stats();
+  s.bytesSent = e.bytesSent;
+  s.bytesReceived = e.bytesReceived;
+  s.calls = m.calls;
+  s.residualBytes = m.residualBytes;
+  s.stagingBytes = e.stagingBytes + m.pinned.capacity();
+  s.peakStagingBytes = e.peakStagingBytes + m.pinned.capacity();
+  return s;
+}
+
+}  // namespace qccl

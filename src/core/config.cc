@@ -1,0 +1,129 @@
+// QCCL_* environment overrides. This file and the qcclConfig_t comment in qccl.h list the same
+// variables; keep them in sync.
+#include "core/config.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "qccl/error.hpp"
+
+namespace qccl {
+namespace {
+
+[[noreturn]] void badValue(const char* var, const char* value, const char* expected) {
+  QCCL_THROW(ErrorCode::kInvalidArgument, std::string(var) + "='" + value + "' is not valid: expected " + expected);
+}
+
+// Whole-string unsigned integer in [lo, hi]; rejects signs, blanks and trailing garbage.
+uint64_t parseUnsigned(const char* var, const char* value, uint64_t lo, uint64_t hi, const char* expected) {
+  if (value[0] < '0' || value[0] > '9') badValue(var, value, expected);
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(value, &end, 10);
+  if (errno != 0 || *end != '\0' || v < lo || v > hi) badValue(var, value, expected);
+  return v;
+}
+
+// Byte sizes accept an optional K, M or G suffix (powers of 1024), as in "4M".
+size_t parseBytes(const char* var, const char* value, uint64_t lo) {
+  std::string s(value);
+  uint64_t mult = 1;
+  if (!s.empty()) {
+    char last = s.back();
+    if (last == 'K' || last == 'k') mult = 1ull << 10;
+    if (last == 'M' || last == 'm') mult = 1ull << 20;
+    if (last == 'G' || last == 'g') mult = 1ull << 30;
+    if (mult != 1) s.pop_back();
+  }
+  const char* expected = "a byte count, optionally with a K, M or G suffix";
+  if (s.empty()) badValue(var, value, expected);
+  uint64_t v = parseUnsigned(var, s.c_str(), 0, (1ull << 50) / mult, expected);
+  if (v * mult < lo) badValue(var, value, expected);
+  return static_cast<size_t>(v * mult);
+}
+
+bool parseBool(const char* var, const char* value) {
+  std::string s(value);
+  if (s == "1" || s == "true" || s == "on" || s == "yes") return true;
+  if (s == "0" || s == "false" || s == "off" || s == "no") return false;
+  badValue(var, value, "0 or 1");
+}
+
+double parsePositiveSeconds(const char* var, const char* value) {
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(value, &end);
+  if (errno != 0 || end == value || *end != '\0' || !std::isfinite(v) || v <= 0.0)
+    badValue(var, value, "a positive number of seconds");
+  return v;
+}
+
+}  // namespace
+
+Options optionsFromEnv(Options base) {
+  Options o = base;
+  const char* v = nullptr;
+  if ((v = std::getenv("QCCL_CODEC")) != nullptr) {
+    try {
+      o.codec.codec = parseCodecName(v);
+    } catch (const Error&) {
+      badValue("QCCL_CODEC", v, "none|fp16|bf16|onebit|signscale|maxmin|dyn8");
+    }
+  }
+  if ((v = std::getenv("QCCL_BITS")) != nullptr) {
+    uint64_t b = parseUnsigned("QCCL_BITS", v, 0, 32, "2, 4 or 8");
+    if (b != 2 && b != 4 && b != 8) badValue("QCCL_BITS", v, "2, 4 or 8");
+    o.codec.bits = static_cast<int>(b);
+  }
+  if ((v = std::getenv("QCCL_BUCKET")) != nullptr) {
+    const char* expected = "a multiple of 32 in [32, 65536]";
+    uint64_t b = parseUnsigned("QCCL_BUCKET", v, 32, kMaxBucket, expected);
+    if (b % 32 != 0) badValue("QCCL_BUCKET", v, expected);
+    o.codec.bucket = static_cast<uint32_t>(b);
+  }
+  if ((v = std::getenv("QCCL_STOCHASTIC")) != nullptr) o.codec.stochastic = parseBool("QCCL_STOCHASTIC", v);
+  if ((v = std::getenv("QCCL_SEED")) != nullptr)
+    o.codec.seed = parseUnsigned("QCCL_SEED", v, 0, UINT64_MAX, "an unsigned 64-bit integer");
+  if ((v = std::getenv("QCCL_MIN_COMPRESS")) != nullptr) o.minCompressBytes = parseBytes("QCCL_MIN_COMPRESS", v, 0);
+  if ((v = std::getenv("QCCL_CHUNK_BYTES")) != nullptr) o.chunkBytes = parseBytes("QCCL_CHUNK_BYTES", v, 1);
+  if ((v = std::getenv("QCCL_PIPELINE")) != nullptr)
+    o.pipelineDepth = static_cast<int>(parseUnsigned("QCCL_PIPELINE", v, 1, 64, "an integer in [1, 64]"));
+  if ((v = std::getenv("QCCL_TIMEOUT")) != nullptr) o.timeoutSec = parsePositiveSeconds("QCCL_TIMEOUT", v);
+  if ((v = std::getenv("QCCL_WARMUP")) != nullptr)
+    o.warmupCalls = static_cast<int>(parseUnsigned("QCCL_WARMUP", v, 0, INT32_MAX, "a non-negative integer"));
+  if ((v = std::getenv("QCCL_ALGO")) != nullptr) {
+    try {
+      o.algo = parseAlgoName(v);
+    } catch (const Error&) {
+      badValue("QCCL_ALGO", v, "auto|ring|sra|allgather");
+    }
+  }
+  if ((v = std::getenv("QCCL_ERROR_FEEDBACK")) != nullptr) o.errorFeedback = parseBool("QCCL_ERROR_FEEDBACK", v);
+  return o;
+}
+
+Algo parseAlgoName(const std::string& name) {
+  if (name == "auto") return Algo::kAuto;
+  if (name == "ring") return Algo::kRing;
+  if (name == "sra") return Algo::kSra;
+  if (name == "allgather") return Algo::kAllgather;
+  QCCL_THROW(ErrorCode::kInvalidArgument, "unknown algorithm '" + name + "' (expected auto|ring|sra|allgather)");
+}
+
+const char* algoName(Algo a) noexcept {
+  switch (a) {
+    case Algo::kAuto:
+      return "auto";
+    case Algo::kRing:
+      return "ring";
+    case Algo::kSra:
+      return "sra";
+    case Algo::kAllgather:
+      return "allgather";
+  }
+  return "unknown";
+}
+
+}  // namespace qccl

@@ -1,0 +1,73 @@
+// Executor: runs a Plan (plan.hpp) on a Transport with a codec, over fp32 buffers in host memory.
+//
+// Every range is cut into chunks of at most chunkElems elements (a multiple of the bucket, so a
+// chunked encode equals the encode of the whole range). A step streams its chunks through
+// `depth` staging slots per message stream: chunk k+1 is encoded while chunk k is on the wire,
+// receives are posted `depth` chunks ahead, and each received chunk is validated and decoded as
+// soon as it is next in the plan's order. Staging buffers belong to the Executor and only grow,
+// so repeated calls with the same shapes allocate nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/plan.hpp"
+#include "qccl/codec.hpp"
+#include "transport/transport.hpp"
+
+namespace qccl {
+
+/// Parameters of one collective call, identical on every rank.
+struct ExecParams {
+  CodecConfig codec;                ///< resolved (resolveConfig)
+  uint32_t seq = 0;                 ///< call counter, written into every header and checked on receipt
+  size_t chunkElems = 0;            ///< elements per chunk; 0 = one chunk per range
+  int depth = 2;                    ///< staging slots per message stream
+  double timeoutSec = 300;          ///< limit of every single wait
+  float* workerResidual = nullptr;  ///< indexed like the source; null = no error feedback
+  float* ownerResidual = nullptr;   ///< indexed from plan.ownerRange.begin; null = none
+};
+
+struct ExecStats {
+  uint64_t bytesSent = 0;
+  uint64_t bytesReceived = 0;
+  uint64_t stagingBytes = 0;
+  uint64_t peakStagingBytes = 0;
+};
+
+class Executor {
+ public:
+  explicit Executor(Transport& transport);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  /// Runs every step of `plan`: sends read `src`, receives write `dst` (they may be equal, as in
+  /// an in-place allreduce: a step encodes chunk k of every send before it decodes chunk k).
+  /// Throws Error: kMismatch / kMalformed for a bad message (after telling the peers), kTimeout,
+  /// kRemoteError, kTransportError.
+  void run(const Plan& plan, const float* src, float* dst, const ExecParams& params);
+
+  /// Chunk size in elements for `chunkBytes` of fp32 under `codec` (a multiple of its bucket).
+  static size_t chunkElemsFor(const CodecConfig& codec, size_t chunkBytes);
+
+  const ExecStats& stats() const { return stats_; }
+  /// Reserves (and keeps) a staging buffer of `bytes` bytes in slot `index` of the extra area,
+  /// used by the communicator for dtype conversions.
+  void* extraBuffer(size_t index, size_t bytes);
+
+ private:
+  struct StepState;
+  void runStep(const Plan& plan, int stepIndex, const float* src, float* dst, const ExecParams& p);
+  uint8_t* slot(size_t index, size_t bytes);
+  void accountStaging(size_t grown);
+
+  Transport& t_;
+  std::vector<std::vector<uint8_t>> slots_;
+  std::vector<std::vector<uint8_t>> extra_;
+  ExecStats stats_;
+};
+
+}  // namespace qccl

@@ -1,0 +1,114 @@
+#include "core/plan.hpp"
+
+#include <algorithm>
+
+namespace qccl {
+
+std::vector<Range> splitAligned(size_t count, int parts, size_t align) {
+  if (parts < 1) parts = 1;
+  if (align == 0) align = 1;
+  size_t units = (count + align - 1) / align;
+  std::vector<Range> out(parts);
+  for (int p = 0; p < parts; ++p) {
+    size_t ub = units * static_cast<size_t>(p) / static_cast<size_t>(parts);
+    size_t ue = units * static_cast<size_t>(p + 1) / static_cast<size_t>(parts);
+    out[p].begin = std::min(count, ub * align);
+    out[p].end = std::min(count, ue * align);
+  }
+  return out;
+}
+
+Plan planSra(int rank, int size, size_t count, size_t bucket) {
+  Plan plan;
+  plan.rank = rank;
+  plan.size = size;
+  plan.count = count;
+  plan.shards = splitAligned(count, size, bucket);
+  plan.ownerRange = plan.shards[rank];
+  PlanStep scatter;
+  scatter.op = RecvOp::kSum;
+  scatter.residual = Residual::kWorker;
+  // Start with the next rank so that the ranks do not all send to rank 0 first.
+  for (int i = 0; i < size; ++i) {
+    int p = (rank + 1 + i) % size;
+    scatter.sends.push_back({p, plan.shards[p], plan.shards[p].begin});
+  }
+  for (int q = 0; q < size; ++q) scatter.recvs.push_back({q, plan.ownerRange, plan.ownerRange.begin});
+  PlanStep gather;
+  gather.op = RecvOp::kCopy;
+  gather.residual = Residual::kOwner;
+  for (int i = 0; i < size; ++i) gather.sends.push_back({(rank + i) % size, plan.ownerRange, plan.ownerRange.begin});
+  for (int q = 0; q < size; ++q) gather.recvs.push_back({q, plan.shards[q], plan.shards[q].begin});
+  plan.steps.push_back(std::move(scatter));
+  plan.steps.push_back(std::move(gather));
+  return plan;
+}
+
+Plan planRing(int rank, int size, size_t count, size_t align) {
+  Plan plan;
+  plan.rank = rank;
+  plan.size = size;
+  plan.count = count;
+  plan.shards = splitAligned(count, size, align);
+  auto mod = [size](int x) { return ((x % size) + size) % size; };
+  int right = mod(rank + 1), left = mod(rank - 1);
+  for (int s = 0; s + 1 < size; ++s) {
+    PlanStep st;
+    st.op = RecvOp::kAccumulate;
+    const Range& out = plan.shards[mod(rank - s)];
+    const Range& in = plan.shards[mod(rank - s - 1)];
+    st.sends.push_back({right, out, out.begin});
+    st.recvs.push_back({left, in, in.begin});
+    plan.steps.push_back(std::move(st));
+  }
+  // After reduce-scatter this rank holds the full sum of chunk rank+1. The first allgather step
+  // also quantizes it in place, so the owner keeps exactly the values it sends.
+  for (int s = 0; s < std::max(1, size - 1); ++s) {
+    PlanStep st;
+    st.op = RecvOp::kCopy;
+    const Range& out = plan.shards[mod(rank + 1 - s)];
+    if (s == 0) {
+      st.sends.push_back({rank, out, out.begin});
+      st.recvs.push_back({rank, out, out.begin});
+    }
+    if (size > 1) {
+      const Range& in = plan.shards[mod(rank - s)];
+      st.sends.push_back({right, out, out.begin});
+      st.recvs.push_back({left, in, in.begin});
+    }
+    plan.steps.push_back(std::move(st));
+  }
+  return plan;
+}
+
+Plan planAllgatherReduce(int rank, int size, size_t count) {
+  Plan plan;
+  plan.rank = rank;
+  plan.size = size;
+  plan.count = count;
+  plan.shards.assign(1, Range{0, count});
+  PlanStep st;
+  st.op = RecvOp::kSum;
+  st.residual = Residual::kWorker;
+  for (int i = 0; i < size; ++i) st.sends.push_back({(rank + 1 + i) % size, Range{0, count}, 0});
+  for (int q = 0; q < size; ++q) st.recvs.push_back({q, Range{0, count}, 0});
+  plan.steps.push_back(std::move(st));
+  return plan;
+}
+
+Plan planAllgather(int rank, int size, size_t count) {
+  Plan plan;
+  plan.rank = rank;
+  plan.size = size;
+  plan.count = count;
+  plan.shards.assign(1, Range{0, count});
+  PlanStep st;
+  st.op = RecvOp::kCopy;
+  st.residual = Residual::kWorker;
+  for (int i = 0; i < size; ++i) st.sends.push_back({(rank + 1 + i) % size, Range{0, count}, 0});
+  for (int q = 0; q < size; ++q) st.recvs.push_back({q, Range{0, count}, static_cast<size_t>(q) * count});
+  plan.steps.push_back(std::move(st));
+  return plan;
+}
+
+}  // namespace qccl

@@ -1,0 +1,79 @@
+// Collective schedules as plain data, built by pure functions (no transport, no codec).
+//
+// A Plan is a list of steps. In each step a rank encodes every send range once (whatever the
+// number of peers it goes to) and sends the bytes to each peer; it receives one message stream per
+// recv transfer and decodes it into the destination in the order the recvs are listed, which fixes
+// the floating-point summation order. A transfer to or from the rank itself stands for "use my own
+// encoding": it keeps the algorithms uniform (every contribution is quantized the same way) and the
+// results identical on every rank.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace qccl {
+
+/// Half-open element range [begin, end).
+struct Range {
+  size_t begin = 0;
+  size_t end = 0;
+  size_t size() const { return end - begin; }
+  bool operator==(const Range& o) const { return begin == o.begin && end == o.end; }
+};
+
+/// Splits [0, count) into `parts` contiguous ranges whose inner boundaries are multiples of `align`,
+/// as balanced as the alignment allows. Trailing ranges may be empty when count is small.
+std::vector<Range> splitAligned(size_t count, int parts, size_t align);
+
+/// One message stream: `range` of the source (sends) or of the sender's data (recvs).
+struct Transfer {
+  int peer = 0;
+  Range range;
+  size_t dstOffset = 0;  ///< recvs: destination element where range.begin lands
+};
+
+/// What a step does with what it receives.
+enum class RecvOp {
+  kCopy,        ///< dst = decoded
+  kAccumulate,  ///< dst += decoded (dst already holds this rank's own data)
+  kSum,         ///< dst = first decoded, then += the others, in recv order (all recvs share one range)
+};
+
+/// Which error-feedback residual the sends of a step use.
+enum class Residual { kNone, kWorker, kOwner };
+
+struct PlanStep {
+  std::vector<Transfer> sends;  ///< consecutive sends with the same range are encoded once
+  std::vector<Transfer> recvs;
+  RecvOp op = RecvOp::kCopy;
+  Residual residual = Residual::kNone;
+};
+
+struct Plan {
+  int rank = 0;
+  int size = 1;
+  size_t count = 0;
+  std::vector<Range> shards;  ///< sra: shard p is reduced by rank p; ring: the ring's chunks
+  Range ownerRange;           ///< sra: this rank's shard (owner residual covers it)
+  std::vector<PlanStep> steps;
+};
+
+/// Compressed scatter-reduce then allgather. Shard boundaries are multiples of `bucket` so that a
+/// shard encodes into whole buckets. Step 0: every rank encodes shard p (worker residual) for p;
+/// owner sums all n contributions in rank order. Step 1: the owner encodes its reduced shard (owner
+/// residual) once, decodes it itself and sends it to all.
+Plan planSra(int rank, int size, size_t count, size_t bucket);
+
+/// Bandwidth-optimal ring: n-1 reduce-scatter steps (accumulate), then the final owner of each
+/// chunk quantizes it in place (a self transfer) and n-1 allgather steps forward it (copy).
+/// Chunk c is reduced in the order c, c+1, ..., c+n-1 and owned by rank c-1.
+Plan planRing(int rank, int size, size_t count, size_t align = 1);
+
+/// Allreduce by allgather: every rank encodes [0, count) once (worker residual) and sends it to
+/// all; every rank sums all n encodings in rank order.
+Plan planAllgatherReduce(int rank, int size, size_t count);
+
+/// Allgather collective: rank q's [0, count) lands at dst offset q * count on every rank.
+Plan planAllgather(int rank, int size, size_t count);
+
+}  // namespace qccl

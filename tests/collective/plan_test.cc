@@ -1,0 +1,131 @@
+// Plans without any network: matching sends and receives, coverage, single reduction.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <tuple>
+
+#include "core/plan.hpp"
+
+namespace qccl {
+namespace {
+
+TEST(Plan, SplitAlignedCoversAndAligns) {
+  for (size_t count : {0, 1, 7, 31, 32, 33, 1000, 4097}) {
+    for (int parts = 1; parts <= 9; ++parts) {
+      for (size_t align : {1, 32, 512}) {
+        auto r = splitAligned(count, parts, align);
+        ASSERT_EQ(r.size(), static_cast<size_t>(parts));
+        size_t pos = 0;
+        for (int p = 0; p < parts; ++p) {
+          EXPECT_EQ(r[p].begin, pos);
+          EXPECT_LE(r[p].begin, r[p].end);
+          if (r[p].end != count) {
+            EXPECT_EQ(r[p].end % align, 0u);
+          }
+          pos = r[p].end;
+        }
+        EXPECT_EQ(pos, count);
+      }
+    }
+  }
+}
+
+TEST(Plan, SplitAlignedIsBalanced) {
+  auto r = splitAligned(1000 * 512, 3, 512);
+  for (auto& x : r) EXPECT_NEAR(static_cast<double>(x.size()), 1000.0 * 512 / 3, 512.0);
+}
+
+using Key = std::tuple<int, int, int, size_t, size_t>;  // step, from, to, begin, end
+
+// Collects every rank's plan and checks that each send has exactly one matching receive.
+void checkMatching(const std::vector<Plan>& plans) {
+  std::map<Key, int> sends, recvs;
+  for (const Plan& p : plans) {
+    ASSERT_EQ(p.steps.size(), plans[0].steps.size());
+    for (size_t s = 0; s < p.steps.size(); ++s) {
+      for (const Transfer& t : p.steps[s].sends) ++sends[Key(s, p.rank, t.peer, t.range.begin, t.range.end)];
+      for (const Transfer& t : p.steps[s].recvs) ++recvs[Key(s, t.peer, p.rank, t.range.begin, t.range.end)];
+    }
+  }
+  EXPECT_EQ(sends, recvs);
+  for (auto& kv : sends) EXPECT_EQ(kv.second, 1);
+}
+
+TEST(Plan, SraMatchesReducesOnceAndCovers) {
+  for (int n = 1; n <= 8; ++n) {
+    for (size_t count : {0, 1, 7, 1000, 100003}) {
+      std::vector<Plan> plans;
+      for (int r = 0; r < n; ++r) plans.push_back(planSra(r, n, count, 64));
+      checkMatching(plans);
+      for (const Plan& p : plans) {
+        ASSERT_EQ(p.steps.size(), 2u);
+        // Step 0: the owner sums one contribution of its shard from every rank, in rank order.
+        ASSERT_EQ(p.steps[0].recvs.size(), static_cast<size_t>(n));
+        EXPECT_EQ(p.steps[0].op, RecvOp::kSum);
+        for (int q = 0; q < n; ++q) {
+          EXPECT_EQ(p.steps[0].recvs[q].peer, q);
+          EXPECT_TRUE(p.steps[0].recvs[q].range == p.ownerRange);
+        }
+        // Step 1: the rank ends up with every shard exactly once, i.e. the whole tensor.
+        std::vector<int> covered(count, 0);
+        for (const Transfer& t : p.steps[1].recvs)
+          for (size_t i = t.range.begin; i < t.range.end; ++i) ++covered[t.dstOffset + i - t.range.begin];
+        for (size_t i = 0; i < count; ++i) ASSERT_EQ(covered[i], 1) << "element " << i;
+        // The step-1 sends are one encoding (same range) and include the owner itself.
+        for (const Transfer& t : p.steps[1].sends) EXPECT_TRUE(t.range == p.ownerRange);
+      }
+    }
+  }
+}
+
+TEST(Plan, RingReducesEveryElementOnceFromEveryRank) {
+  for (int n = 1; n <= 8; ++n) {
+    for (size_t count : {0, 1, 7, 1000}) {
+      std::vector<Plan> plans;
+      for (int r = 0; r < n; ++r) plans.push_back(planRing(r, n, count, 32));
+      checkMatching(plans);
+      // Simulate contributions as bit sets: element i of rank r starts with {r}; accumulate joins.
+      std::vector<std::vector<uint32_t>> have(n, std::vector<uint32_t>(count));
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < count; ++i) have[r][i] = 1u << r;
+      for (size_t s = 0; s < plans[0].steps.size(); ++s) {
+        auto before = have;
+        for (const Plan& p : plans) {
+          const PlanStep& st = p.steps[s];
+          for (const Transfer& t : st.recvs) {
+            for (size_t i = t.range.begin; i < t.range.end; ++i) {
+              uint32_t in = before[t.peer][i];
+              if (st.op == RecvOp::kAccumulate) {
+                ASSERT_EQ(have[p.rank][i] & in, 0u) << "element reduced twice";
+                have[p.rank][i] |= in;
+              } else {
+                have[p.rank][i] = in;
+              }
+            }
+          }
+        }
+      }
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < count; ++i) ASSERT_EQ(have[r][i], (1u << n) - 1) << "rank " << r << " elem " << i;
+    }
+  }
+}
+
+TEST(Plan, AllgatherPlansMatchAndCover) {
+  for (int n = 1; n <= 8; ++n) {
+    std::vector<Plan> gather, reduce;
+    for (int r = 0; r < n; ++r) {
+      gather.push_back(planAllgather(r, n, 100));
+      reduce.push_back(planAllgatherReduce(r, n, 100));
+    }
+    checkMatching(gather);
+    checkMatching(reduce);
+    for (const Plan& p : gather) {
+      ASSERT_EQ(p.steps[0].recvs.size(), static_cast<size_t>(n));
+      for (int q = 0; q < n; ++q) EXPECT_EQ(p.steps[0].recvs[q].dstOffset, static_cast<size_t>(q) * 100);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qccl
