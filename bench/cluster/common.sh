@@ -20,14 +20,14 @@ cluster_die() {
 }
 
 cluster_check_config() {
-  [[ "$CLUSTER_PREFIX" =~ ^[a-z][a-z0-9]{0,7}$ ]] ||
-    cluster_die "QCCL_CLUSTER_PREFIX must be 1-8 lower-case letters/digits, got '$CLUSTER_PREFIX'"
+  [[ "$CLUSTER_PREFIX" =~ ^[a-z][a-z0-9]{0,11}$ ]] ||
+    cluster_die "QCCL_CLUSTER_PREFIX must be 1-12 lower-case letters/digits, got '$CLUSTER_PREFIX'"
   [[ "$CLUSTER_NET" =~ ^(10\.[0-9]{1,3}\.[0-9]{1,3}|192\.168\.[0-9]{1,3}|172\.(1[6-9]|2[0-9]|3[01])\.[0-9]{1,3})$ ]] ||
     cluster_die "QCCL_CLUSTER_NET must be the first three octets of a private /24 (e.g. 10.199.73), got '$CLUSTER_NET'"
 }
 
 cluster_require_root() {
-  [ "$(id -u)" -eq 0 ] || cluster_die "must run as root (network namespaces and tc need CAP_NET_ADMIN); try: sudo $0 $*"
+  [ "$(id -u)" -eq 0 ] || cluster_die "must run as root (network namespaces and tc need CAP_NET_ADMIN)"
   command -v ip >/dev/null || cluster_die "'ip' not found (apt-get install iproute2)"
   command -v tc >/dev/null || cluster_die "'tc' not found (apt-get install iproute2)"
 }

@@ -37,10 +37,11 @@ struct Args {
 };
 
 const char* kUsage =
-    "usage: qccl-train-mlp [--codec none|fp16|bf16|onebit|signscale|maxmin|dyn8|mpi] [--bits 2|4|8]\n"
+    "usage: qccl-train-mlp [--codec none|fp16|bf16|onebit|signscale|maxmin|dyn8|mpi] [--bits 0|2|4|8]\n"
     "                      [--algo default|auto|ring|sra|allgather] [--steps N] [--batch B] [--lr X]\n"
     "                      [--momentum X] [--hidden H] [--seed S] [--print-every K] [--check]\n"
     "  --codec mpi   average with MPI_Allreduce instead of qccl (the uncompressed baseline)\n"
+    "  --bits 0      the communicator's default (4 for maxmin)\n"
     "  --batch       samples per rank per step\n"
     "  --check       exit 1 unless the loss fell by a third and every rank ends with the same weights\n";
 
@@ -101,7 +102,7 @@ std::string parseArgs(int argc, char** argv, Args* a) {
       a->algo = v;
       ok = lookup(kAlgos, a->algo, &dummy);
     } else if (k == "--bits") {
-      ok = parseInt(v, 2, 8, &a->bits) && (a->bits == 2 || a->bits == 4 || a->bits == 8);
+      ok = parseInt(v, 0, 8, &a->bits) && (a->bits == 0 || a->bits == 2 || a->bits == 4 || a->bits == 8);
     } else if (k == "--steps") {
       ok = parseInt(v, 1, 1000000, &a->steps);
     } else if (k == "--batch") {
