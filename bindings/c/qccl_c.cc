@@ -131,7 +131,10 @@ qccl::Options configToOptions(const qcclConfig_t* c) {
   o.codec.codec = codecFromInt(c->codec, "config->codec");
   if (c->bits < 0) invalid("config->bits = " + std::to_string(c->bits) + " is negative");
   o.codec.bits = c->bits;
-  if (c->bucket <= 0) invalid("config->bucket = " + std::to_string(c->bucket) + " must be positive");
+  // Checked here for every codec: a tensor may later name a bucketed codec the config does not.
+  if (c->bucket < 32 || c->bucket % 32 != 0 || static_cast<uint32_t>(c->bucket) > qccl::kMaxBucket)
+    invalid("config->bucket = " + std::to_string(c->bucket) + " must be a multiple of 32 in 32.." +
+            std::to_string(qccl::kMaxBucket));
   o.codec.bucket = static_cast<uint32_t>(c->bucket);
   o.codec.stochastic = c->stochastic != 0;
   o.codec.seed = c->seed;
@@ -165,9 +168,8 @@ void checkCount(size_t count, const char* what) {
   if (count > kMaxCount) invalid(std::string(what) + " = " + std::to_string(count) + " is too large (negative?)");
 }
 
-// Takes ownership of a new communicator; never leaks it if the handle cannot be created.
-qcclComm_t wrap(std::unique_ptr<qccl::Communicator> core) {
-  auto* c = new qcclComm;
+std::unique_ptr<qcclComm> wrap(std::unique_ptr<qccl::Communicator> core) {
+  auto c = std::make_unique<qcclComm>();
   c->core = std::move(core);
   return c;
 }
@@ -262,7 +264,7 @@ qcclResult_t qcclCommInitRank(qcclComm_t* comm, int nranks, qcclUniqueId commId,
     qccl::Options opts = configToOptions(config);
 #if QCCL_C_WITH_UCX
     auto transport = qccl::makeUcxTransport(commId, nranks, rank, opts.timeoutSec);
-    *comm = wrap(std::make_unique<qccl::Communicator>(std::move(transport), opts));
+    *comm = wrap(std::make_unique<qccl::Communicator>(std::move(transport), opts)).release();
 #else
     (void)commId;
     (void)opts;
@@ -278,7 +280,7 @@ qcclResult_t qcclCommInitMpiFortran(qcclComm_t* comm, int64_t mpiCommF, const qc
     qccl::Options opts = configToOptions(config);
 #if QCCL_C_WITH_MPI
     auto transport = qccl::makeMpiTransport(mpiCommF);
-    *comm = wrap(std::make_unique<qccl::Communicator>(std::move(transport), opts));
+    *comm = wrap(std::make_unique<qccl::Communicator>(std::move(transport), opts)).release();
 #else
     (void)mpiCommF;
     (void)opts;
@@ -311,10 +313,7 @@ qcclResult_t qcclCommInitLoopback(qcclComm_t* comms, int nranks, const qcclConfi
     for (auto& e : errors)
       if (e) std::rethrow_exception(e);
     std::vector<std::unique_ptr<qcclComm>> handles;
-    for (auto& c : cores) {
-      handles.push_back(std::make_unique<qcclComm>());
-      handles.back()->core = std::move(c);
-    }
+    for (auto& c : cores) handles.push_back(wrap(std::move(c)));
     for (int i = 0; i < nranks; ++i) comms[i] = handles[i].release();
   });
 }

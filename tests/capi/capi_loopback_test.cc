@@ -241,6 +241,19 @@ TEST(CApi, MismatchedCountFailsOnEveryRank) {
   for (int r = 0; r < 3; ++r) EXPECT_NE(res[r], qcclSuccess) << "rank " << r;
 }
 
+TEST(CApi, MismatchedCodecFailsOnEveryRank) {
+  qcclConfig_t cfg = testConfig(5.0);
+  std::vector<qcclResult_t> res(3, qcclSuccess);
+  runRanks(3, &cfg, [&](int rank, qcclComm_t comm) {
+    std::vector<float> buf(100003, 1.0f);
+    qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
+    t.codec = rank == 0 ? qcclCodecOneBit : qcclCodecMaxMin;
+    t.algo = qcclAlgoSra;
+    res[rank] = qcclAllreduce(buf.data(), buf.data(), buf.size(), qcclFloat32, qcclSum, &t, comm, nullptr);
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_NE(res[r], qcclSuccess) << "rank " << r;
+}
+
 TEST(CApi, TimeoutFailsTheCommunicator) {
   qcclConfig_t cfg = testConfig(0.5);
   runRanks(2, &cfg, [&](int rank, qcclComm_t comm) {
