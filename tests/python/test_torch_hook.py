@@ -1,0 +1,162 @@
+"""The DDP communication hook against gloo's allreduce, under mpirun -np N (gloo on 127.0.0.1)."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import qccl
+import qccl.torch as qtorch
+
+
+def make_model(seed=0):
+    torch.manual_seed(seed)
+    # ~70k parameters, so the two large weights get compressed; biases stay fp32.
+    return nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 64), nn.LayerNorm(64), nn.Linear(64, 10))
+
+
+def grads_after_step(ddp, x, y):
+    ddp.zero_grad(set_to_none=True)
+    nn.functional.cross_entropy(ddp(x), y).backward()
+    return [p.grad.clone() for p in ddp.parameters()]
+
+
+def batch(rank, step, dyadic=False):
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    x = torch.randn(32, 64, generator=g)
+    if dyadic:
+        x = torch.randint(-4, 5, (32, 64), generator=g).float()
+    return x, torch.randint(0, 10, (32,), generator=g)
+
+
+def pair(gloo, state, bucket_mb=25):
+    base = make_model()
+    ref = DDP(copy.deepcopy(base), bucket_cap_mb=bucket_mb)
+    ours = DDP(copy.deepcopy(base), bucket_cap_mb=bucket_mb)
+    ours.register_comm_hook(state, qtorch.allreduce_hook)
+    return ref, ours
+
+
+@pytest.mark.parametrize("async_op", [True, False])
+def test_none_codec_equals_gloo_exactly(gloo, comm, async_op):
+    world = gloo.get_world_size()
+    ref, ours = pair(gloo, qtorch.HookState(comm, codec="none", async_op=async_op), bucket_mb=0.05)
+    for step in range(3):
+        # Two ranks: a + b is the same in any order, so random data match bit for bit. More ranks:
+        # inputs whose gradient sums are exact in any order.
+        x, y = batch(gloo.get_rank(), step, dyadic=world > 2)
+        if world > 2:
+            ref, ours = _linear_pair(gloo, comm, async_op)
+            for a, b in zip(_linear_grads(ref, x), _linear_grads(ours, x)):
+                assert torch.equal(a, b)
+            return
+        for a, b in zip(grads_after_step(ref, x, y), grads_after_step(ours, x, y)):
+            assert torch.equal(a, b)
+
+
+def _linear_pair(gloo, comm, async_op):
+    torch.manual_seed(5)
+    base = nn.Sequential(nn.Linear(64, 256, bias=True), nn.Linear(256, 10, bias=True))
+    with torch.no_grad():
+        for p in base.parameters():
+            p.copy_(torch.randint(-2, 3, p.shape).float())
+    ref = DDP(copy.deepcopy(base), bucket_cap_mb=0.05)
+    ours = DDP(copy.deepcopy(base), bucket_cap_mb=0.05)
+    ours.register_comm_hook(qtorch.HookState(comm, codec="none", async_op=async_op), qtorch.allreduce_hook)
+    return ref, ours
+
+
+def _linear_grads(ddp, x):
+    # Integer weights and inputs: every gradient entry is an integer far below 2^24, so gloo's
+    # divide-then-sum and qccl's sum-then-average round identically for power-of-two world sizes.
+    ddp.zero_grad(set_to_none=True)
+    ddp(x).sum().backward()
+    return [p.grad.clone() for p in ddp.parameters()]
+
+
+def local_grads(module, x, y):
+    """This rank's own gradients (no DDP synchronization)."""
+    module.zero_grad(set_to_none=True)
+    nn.functional.cross_entropy(module(x), y).backward()
+    return [p.grad.clone() for p in module.parameters()]
+
+
+@pytest.mark.parametrize("codec,bits", [("onebit", None), ("maxmin", 4), ("maxmin", 8)])
+def test_lossy_hook_filter_and_error(gloo, comm, codec, bits):
+    state = qtorch.HookState(comm, codec=codec, bits=bits, min_compress_numel=4096)
+    ref, ours = pair(gloo, state)
+    x, y = batch(gloo.get_rank(), 0)
+    mine = local_grads(copy.deepcopy(ref.module), x, y)
+    got = grads_after_step(ours, x, y)
+    want = grads_after_step(ref, x, y)
+    names = [n for n, _ in ours.module.named_parameters()]
+    compressed = 0
+    for name, p, g, a, b in zip(names, ours.parameters(), mine, want, got):
+        if p.dim() >= 2 and p.numel() >= 4096:
+            compressed += 1
+            assert not torch.equal(a, b), name
+            # onebit and maxmin keep a bucket's sum (onebit exactly, maxmin up to the rounding of
+            # the levels), so the mean gradient stays close
+            assert abs(float(a.sum() - b.sum())) < 0.05 * float(a.abs().sum()), name
+            if codec == "maxmin":
+                # Two quantization stages (each rank's input, then the reduced shard), each off by
+                # at most half a level, (max - min) / (2^bits - 1) / 2, of a range no wider than
+                # the widest rank's gradient range.
+                ranges = [torch.zeros(()) for _ in range(gloo.get_world_size())]
+                gloo.all_gather(ranges, (g.max() - g.min()).reshape(()))
+                bound = max(float(r) for r in ranges) / (2**bits - 1) * 1.01
+                assert float((a - b).abs().max()) <= bound, (name, float((a - b).abs().max()), bound)
+            else:
+                # a sign codec has no per-element bound; it must still beat sending nothing
+                assert float((a - b).norm()) < float(a.norm()), name
+        else:
+            # biases, the LayerNorm and the small last layer travel as fp32
+            assert torch.allclose(a, b, rtol=1e-5, atol=1e-7), name
+    assert compressed == 2
+    assert comm.stats()["residual_bytes"] > 0
+
+
+def test_warmup_steps_are_uncompressed(gloo, comm):
+    state = qtorch.HookState(comm, codec="onebit", warmup_steps=2, min_compress_numel=1)
+    ref, ours = pair(gloo, state)
+    for step in range(3):
+        x, y = batch(gloo.get_rank(), step)
+        want, got = grads_after_step(ref, x, y), grads_after_step(ours, x, y)
+        same = all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(want, got))
+        assert same == (step < 2), step
+        with torch.no_grad():  # keep both replicas on the same weights
+            for p, q in zip(ref.parameters(), ours.parameters()):
+                q.copy_(p)
+    assert state.step == 3
+
+
+def test_error_feedback_keeps_training_on_track(gloo, comm):
+    # A few SGD steps with onebit + EF stay close to fp32 DDP on the same data.
+    state = qtorch.HookState(comm, codec="onebit", min_compress_numel=1)
+    ref, ours = pair(gloo, state)
+    opt_r = torch.optim.SGD(ref.parameters(), lr=0.05)
+    opt_o = torch.optim.SGD(ours.parameters(), lr=0.05)
+    x, y = batch(gloo.get_rank(), 0)
+    for _ in range(30):
+        for ddp, opt in ((ref, opt_r), (ours, opt_o)):
+            opt.zero_grad()
+            nn.functional.cross_entropy(ddp(x), y).backward()
+            opt.step()
+    with torch.no_grad():
+        loss_r = nn.functional.cross_entropy(ref(x), y).item()
+        loss_o = nn.functional.cross_entropy(ours(x), y).item()
+        l0 = nn.functional.cross_entropy(make_model()(x), y).item()
+    assert loss_o < 0.8 * l0 and abs(loss_o - loss_r) < 0.25 * (l0 - loss_r), (l0, loss_r, loss_o)
+
+
+def test_hook_state_bad_arguments(comm):
+    with pytest.raises(qccl.Error, match="codec"):
+        qtorch.HookState(comm, codec="zip")
+    with pytest.raises(qccl.Error, match="algo"):
+        qtorch.HookState(comm, algo="ring")
+    with pytest.raises(TypeError):
+        qtorch.HookState(comm="not a communicator")
+    with pytest.raises(qccl.Error):
+        qtorch.HookState(comm, warmup_steps=-1)
