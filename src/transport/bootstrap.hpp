@@ -1,0 +1,40 @@
+// NCCL-style bootstrap without MPI: a 128-byte unique id names rank 0's TCP address; every rank
+// connects there once, and rank 0 hands back everyone's blob (e.g. a UCX worker address).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "qccl/qccl.h"
+
+namespace qccl {
+
+/// Rank 0's side: an id naming this host and a free port, with a random 64-bit nonce. The host is
+/// the IPv4 address of the interface named by QCCL_SOCKET_IFNAME if set (Error(kInvalidArgument)
+/// when it has none), else of the first non-loopback interface that is up, else 127.0.0.1.
+/// The port is picked by the kernel and released again, so rank 0 can bind it later.
+void getUniqueId(qcclUniqueId* id);
+
+/// An id built from a known address alone (torchrun's MASTER_ADDR and a port): the same inputs
+/// give the same id, nonce included, on every rank. `host` is an IPv4 address or a host name of
+/// at most 100 characters; `port` in 1..65535. Bad input throws Error(kInvalidArgument).
+void uniqueIdFromAddress(qcclUniqueId* id, const char* host, int port);
+
+/// The fields of an id; throws Error(kInvalidArgument) when `id` was not made by the functions above.
+struct BootstrapAddress {
+  std::string host;
+  int port = 0;
+  uint64_t nonce = 0;
+};
+BootstrapAddress parseUniqueId(const qcclUniqueId& id);
+
+/// Collective over `nranks` ranks: returns every rank's `local` blob (at most 1 MiB), indexed by
+/// rank. Rank 0 listens on the id's port (all interfaces); the others connect, retrying until the
+/// deadline. Rank 0 checks the nonce, nranks and ranks: a mismatch or duplicate gives
+/// Error(kMismatch) on rank 0 and on every rank that reached it; missing ranks give
+/// Error(kTimeout) after `timeoutSec`. Socket failures give Error(kSystemError).
+std::vector<std::string> bootstrapAllgather(const qcclUniqueId& id, int nranks, int rank, const std::string& local,
+                                            double timeoutSec);
+
+}  // namespace qccl

@@ -1,0 +1,389 @@
+// UCX transport: UCP tag messages, tag = (source rank << 32) | tag, matched with a full mask.
+// Abort notices use the reserved low tag kMaxTag from any source. Endpoints use peer error
+// handling: UCX reports a dead peer through errorCallback(), and requests that involve that peer
+// then fail instead of waiting forever.
+#include "transport/ucx_transport.hpp"
+
+#include <ucp/api/ucp.h>
+#include <ucs/config/global_opts.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/bootstrap.hpp"
+
+namespace qccl {
+namespace {
+
+constexpr ucp_tag_t kFullMask = ~ucp_tag_t(0);
+constexpr ucp_tag_t kLowMask = 0xffffffffull;
+constexpr size_t kAbortBytes = 256;  // int32 code + reason text
+// sendAbort() drives its notices for at most this long, so it never blocks for long.
+constexpr std::chrono::milliseconds kAbortDrive{100};
+// Upper bound on flushing endpoints at destruction when a peer does not answer.
+constexpr double kMaxCloseSec = 10.0;
+// How long dropping an unfinished request waits for UCX to let go of the caller's buffer.
+constexpr std::chrono::milliseconds kDropWait{1000};
+
+[[noreturn]] void throwUcs(ucs_status_t st, const std::string& what) {
+  throw Error(ErrorCode::kTransportError, "qccl ucx transport: " + what + ": " + ucs_status_string(st));
+}
+
+struct PeerState {
+  int rank = 0;
+  ucs_status_t failure = UCS_OK;  // set by UCX's error callback
+};
+
+void errorCallback(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) { static_cast<PeerState*>(arg)->failure = status; }
+
+// UCX 1.13 reports a receive's length only to its callback, so every receive has one, and it
+// stores the details in the request's own memory (UCP_PARAM_FIELD_REQUEST_SIZE), which lives
+// until ucp_request_free. Receives never complete immediately (UCP_OP_ATTR_FLAG_NO_IMM_CMPL).
+struct RecvSlot {
+  size_t length;
+  ucp_tag_t senderTag;
+};
+
+void recvCallback(void* request, ucs_status_t /*status*/, const ucp_tag_recv_info_t* info, void* /*user*/) {
+  auto* slot = static_cast<RecvSlot*>(request);
+  slot->length = info ? info->length : 0;
+  slot->senderTag = info ? info->sender_tag : 0;
+}
+
+ucp_request_param_t recvParams() {
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  p.cb.recv = recvCallback;
+  return p;
+}
+
+// One send or receive; `req_` is null when UCX completed it at once.
+class UcxRequest final : public Request {
+ public:
+  UcxRequest(ucp_worker_h worker, const PeerState* peer, bool isRecv, uint32_t tag, size_t bytes, void* req,
+             ucs_status_t status)
+      : worker_(worker), peer_(peer), isRecv_(isRecv), tag_(tag), bytes_(bytes), req_(req), status_(status) {}
+  ~UcxRequest() override {
+    if (req_ == nullptr) return;
+    // A receive already matched by a rendezvous cannot be cancelled: let it land while the
+    // caller's buffer still exists rather than have UCX write into freed memory later.
+    ucp_request_cancel(worker_, req_);
+    auto until = Clock::now() + kDropWait;
+    while (ucp_request_check_status(req_) == UCS_INPROGRESS && peer_->failure == UCS_OK && Clock::now() < until) {
+      ucp_worker_progress(worker_);
+    }
+    ucp_request_free(req_);  // UCX releases it once it has completed
+  }
+
+  bool test() override {
+    if (req_ != nullptr) {
+      ucs_status_t st = ucp_request_check_status(req_);
+      if (isRecv_ && st != UCS_INPROGRESS) bytes_ = static_cast<RecvSlot*>(req_)->length;
+      if (st == UCS_INPROGRESS) {
+        if (peer_->failure != UCS_OK) {
+          throw Error(ErrorCode::kRemoteError, "qccl ucx transport: rank " + std::to_string(peer_->rank) + " failed (" +
+                                                   ucs_status_string(peer_->failure) + ") while a " + kind() +
+                                                   " of tag " + std::to_string(tag_) + " was pending");
+        }
+        return false;
+      }
+      ucp_request_free(req_);
+      req_ = nullptr;
+      status_ = st;
+    }
+    if (status_ == UCS_OK) return true;
+    std::string what = std::string(kind()) + " of tag " + std::to_string(tag_) + (isRecv_ ? " from" : " to") +
+                       " rank " + std::to_string(peer_->rank);
+    if (status_ == UCS_ERR_MESSAGE_TRUNCATED) {
+      throw Error(ErrorCode::kTransportError, "qccl ucx transport: " + what +
+                                                  ": the message is longer than the receive capacity of " +
+                                                  std::to_string(capacity_) + " bytes");
+    }
+    if (peer_->failure != UCS_OK || status_ == UCS_ERR_CONNECTION_RESET || status_ == UCS_ERR_ENDPOINT_TIMEOUT ||
+        status_ == UCS_ERR_UNREACHABLE) {
+      throw Error(ErrorCode::kRemoteError,
+                  "qccl ucx transport: " + what + " failed, the peer is gone: " + ucs_status_string(status_));
+    }
+    throwUcs(status_, what);
+  }
+  size_t bytes() const override { return bytes_; }
+  void setCapacity(size_t c) { capacity_ = c; }
+
+ private:
+  const char* kind() const { return isRecv_ ? "receive" : "send"; }
+
+  ucp_worker_h worker_;
+  const PeerState* peer_;
+  bool isRecv_;
+  uint32_t tag_;
+  size_t bytes_;
+  size_t capacity_ = 0;
+  void* req_;
+  ucs_status_t status_;
+};
+
+class UcxTransport final : public Transport {
+ public:
+  UcxTransport(int nranks, int rank, double timeoutSec)
+      : rank_(rank), size_(nranks), timeoutSec_(timeoutSec), peers_(nranks) {
+    for (int r = 0; r < nranks; ++r) peers_[r].rank = r;
+  }
+
+  // Separate from the constructor so that the destructor cleans up whatever was made before a throw.
+  void init(const qcclUniqueId& id) {
+    ucp_config_t* config = nullptr;
+    ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);  // honours UCX_TLS and friends
+    if (st != UCS_OK) throwUcs(st, "ucp_config_read");
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_REQUEST_SIZE;
+    params.features = UCP_FEATURE_TAG;
+    params.request_size = sizeof(RecvSlot);
+    params.estimated_num_eps = static_cast<size_t>(size_);
+    st = ucp_init(&params, config, &context_);
+    ucp_config_release(config);
+    if (st != UCS_OK) throwUcs(st, "ucp_init");
+
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    st = ucp_worker_create(context_, &wp, &worker_);
+    if (st != UCS_OK) throwUcs(st, "ucp_worker_create");
+
+    ucp_worker_attr_t attr{};
+    attr.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS;
+    st = ucp_worker_query(worker_, &attr);
+    if (st != UCS_OK) throwUcs(st, "ucp_worker_query");
+    std::string mine(reinterpret_cast<const char*>(attr.address), attr.address_length);
+    ucp_worker_release_address(worker_, attr.address);
+
+    std::vector<std::string> all = bootstrapAllgather(id, size_, rank_, mine, timeoutSec_);
+    eps_.assign(size_, nullptr);
+    // Start with the next rank: if the allowed transports cannot report peer failures, every
+    // endpoint goes without (see connect()).
+    for (int i = 0; i < size_; ++i) {
+      int r = (rank_ + 1 + i) % size_;
+      QCCL_CHECK(!all[r].empty(), ErrorCode::kMalformed, "bootstrap: empty UCX address of rank " + std::to_string(r));
+      connect(r, all[r]);
+    }
+    postAbortRecv();
+  }
+
+  ~UcxTransport() override {
+    if (worker_ != nullptr) {
+      if (abortRecv_ != nullptr) {
+        ucp_request_cancel(worker_, abortRecv_);
+        ucp_request_free(abortRecv_);
+      }
+      for (void* r : abortSends_) ucp_request_free(r);
+      closeEndpoints();
+      ucp_worker_destroy(worker_);
+    }
+    if (context_ != nullptr) ucp_cleanup(context_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* name() const override { return "ucx"; }
+
+  RequestPtr isend(int peer, uint32_t tag, const void* buf, size_t bytes) override {
+    checkArgs(peer, tag, buf, bytes, "isend");
+    ucp_request_param_t p{};
+    ucs_status_ptr_t r = ucp_tag_send_nbx(eps_[peer], buf, bytes, fullTag(rank_, tag), &p);
+    return wrap(r, peer, false, tag, bytes, 0);
+  }
+
+  RequestPtr irecv(int peer, uint32_t tag, void* buf, size_t capacity) override {
+    checkArgs(peer, tag, buf, capacity, "irecv");
+    ucp_request_param_t p = recvParams();
+    ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, buf, capacity, fullTag(peer, tag), kFullMask, &p);
+    return wrap(r, peer, true, tag, 0, capacity);
+  }
+
+  void progress() override {
+    for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) {
+    }
+  }
+
+  void sendAbort(ErrorCode code, const std::string& reason) noexcept override {
+    if (abortSent_ || worker_ == nullptr) return;
+    abortSent_ = true;
+    try {
+      abortOut_.assign(kAbortBytes, 0);
+      int32_t c = static_cast<int32_t>(code);
+      std::memcpy(abortOut_.data(), &c, sizeof c);
+      size_t len = std::min(reason.size(), kAbortBytes - sizeof c);
+      std::memcpy(abortOut_.data() + sizeof c, reason.data(), len);
+      for (int p = 0; p < size_; ++p) {
+        if (p == rank_ || peers_[p].failure != UCS_OK) continue;
+        ucp_request_param_t prm{};
+        ucs_status_ptr_t r = ucp_tag_send_nbx(eps_[p], abortOut_.data(), sizeof c + len, fullTag(rank_, kMaxTag), &prm);
+        if (UCS_PTR_IS_PTR(r)) abortSends_.push_back(r);
+      }
+      auto until = Clock::now() + kAbortDrive;
+      while (Clock::now() < until && !abortSendsDone()) progress();
+    } catch (...) {
+      // Best effort by contract.
+    }
+  }
+
+  bool pollAbort(int* peer, ErrorCode* code, std::string* reason) override {
+    if (!haveAbort_ && abortRecv_ != nullptr) {
+      ucs_status_t st = ucp_request_check_status(abortRecv_);
+      if (st != UCS_INPROGRESS) {
+        RecvSlot slot = *static_cast<RecvSlot*>(abortRecv_);
+        ucp_request_free(abortRecv_);
+        abortRecv_ = nullptr;
+        if (st == UCS_OK) parseAbort(slot);
+      }
+    }
+    if (!haveAbort_) return false;
+    if (peer) *peer = abortPeer_;
+    if (code) *code = abortCode_;
+    if (reason) *reason = abortReason_;
+    return true;
+  }
+
+ private:
+  // UCX 1.13's shared-memory transports (posix, sysv, cma, self) cannot detect a dead peer, so
+  // with UCX_TLS limited to them an endpoint in UCP_ERR_HANDLING_MODE_PEER is unreachable. Then
+  // the endpoints go without error handling and a dead peer shows as Error(kTimeout) instead.
+  void connect(int r, const std::string& address) {
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    ep.address = reinterpret_cast<const ucp_address_t*>(address.data());
+    ep.err_mode = peerFailureMode_ ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+    if (peerFailureMode_) {
+      ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.err_handler.cb = errorCallback;
+      ep.err_handler.arg = &peers_[r];
+    }
+    ucs_status_t st;
+    if (peerFailureMode_ && !probed_) {
+      // The probe failing is expected with shared memory only; keep UCX from logging it as an
+      // ERROR. The log level is restored at once.
+      probed_ = true;
+      ucs_log_level_t saved = ucs_global_opts.log_component.log_level;
+      ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_FATAL;
+      st = ucp_ep_create(worker_, &ep, &eps_[r]);
+      ucs_global_opts.log_component.log_level = saved;
+    } else {
+      st = ucp_ep_create(worker_, &ep, &eps_[r]);
+    }
+    if (st == UCS_ERR_UNREACHABLE && peerFailureMode_) {
+      peerFailureMode_ = false;
+      return connect(r, address);
+    }
+    if (st != UCS_OK) throwUcs(st, "ucp_ep_create to rank " + std::to_string(r));
+  }
+
+  static ucp_tag_t fullTag(int rank, uint32_t tag) { return (static_cast<ucp_tag_t>(rank) << 32) | tag; }
+
+  RequestPtr wrap(ucs_status_ptr_t r, int peer, bool isRecv, uint32_t tag, size_t bytes, size_t capacity) {
+    if (UCS_PTR_IS_ERR(r) && UCS_PTR_STATUS(r) != UCS_ERR_MESSAGE_TRUNCATED) {
+      // Failing on the spot (e.g. a dead endpoint) is reported like a later failure, from test().
+      if (peers_[peer].failure == UCS_OK) throwUcs(UCS_PTR_STATUS(r), isRecv ? "ucp_tag_recv_nbx" : "ucp_tag_send_nbx");
+    }
+    void* req = UCS_PTR_IS_PTR(r) ? r : nullptr;
+    auto out = std::make_unique<UcxRequest>(worker_, &peers_[peer], isRecv, tag, bytes, req, UCS_PTR_STATUS(r));
+    out->setCapacity(capacity);
+    return out;
+  }
+
+  void postAbortRecv() {
+    abortIn_.assign(kAbortBytes, 0);
+    ucp_request_param_t p = recvParams();
+    ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, abortIn_.data(), kAbortBytes, kMaxTag, kLowMask, &p);
+    if (UCS_PTR_IS_ERR(r)) throwUcs(UCS_PTR_STATUS(r), "posting the abort receive");
+    abortRecv_ = r;
+  }
+
+  // The notice comes from the network: take only what its length allows and known codes.
+  void parseAbort(const RecvSlot& info) {
+    haveAbort_ = true;
+    abortPeer_ = static_cast<int>(info.senderTag >> 32);
+    abortCode_ = ErrorCode::kRemoteError;
+    if (info.length >= 4) {
+      int32_t c = 0;
+      std::memcpy(&c, abortIn_.data(), sizeof c);
+      if (c > 0 && c <= static_cast<int32_t>(ErrorCode::kTransportError)) abortCode_ = static_cast<ErrorCode>(c);
+      abortReason_.assign(abortIn_.data() + 4, std::min(info.length, kAbortBytes) - 4);
+    }
+  }
+
+  bool abortSendsDone() {
+    for (void* r : abortSends_) {
+      if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
+    }
+    return true;
+  }
+
+  // Flushes live endpoints (so that messages already handed to UCX reach their peers) and
+  // force-closes failed ones, within a bounded time.
+  void closeEndpoints() {
+    std::vector<void*> pending;
+    for (int r = 0; r < static_cast<int>(eps_.size()); ++r) {
+      if (eps_[r] == nullptr) continue;
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      p.flags = peers_[r].failure != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+      ucs_status_ptr_t req = ucp_ep_close_nbx(eps_[r], &p);
+      if (UCS_PTR_IS_PTR(req)) pending.push_back(req);
+    }
+    auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(std::min(timeoutSec_, kMaxCloseSec)));
+    while (Clock::now() < until) {
+      bool done = true;
+      for (void* r : pending) done = done && ucp_request_check_status(r) != UCS_INPROGRESS;
+      if (done) break;
+      ucp_worker_progress(worker_);
+    }
+    for (void* r : pending) ucp_request_free(r);
+  }
+
+  void checkArgs(int peer, uint32_t tag, const void* buf, size_t bytes, const char* op) const {
+    QCCL_CHECK(peer >= 0 && peer < size_, ErrorCode::kInvalidArgument,
+               std::string("ucx ") + op + ": peer " + std::to_string(peer) + " out of range [0, " +
+                   std::to_string(size_) + ")");
+    QCCL_CHECK(tag < kMaxTag, ErrorCode::kInvalidArgument,
+               std::string("ucx ") + op + ": tag " + std::to_string(tag) + " is reserved (>= kMaxTag)");
+    QCCL_CHECK(buf != nullptr || bytes == 0, ErrorCode::kInvalidArgument,
+               std::string("ucx ") + op + ": null buffer with non-zero size");
+  }
+
+  int rank_;
+  int size_;
+  double timeoutSec_;
+  std::vector<PeerState> peers_;  // sized once: UCX holds pointers to its elements
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  std::vector<ucp_ep_h> eps_;
+  bool peerFailureMode_ = true;
+  bool probed_ = false;
+  void* abortRecv_ = nullptr;
+  std::vector<char> abortIn_;
+  std::vector<char> abortOut_;
+  std::vector<void*> abortSends_;
+  bool abortSent_ = false;
+  bool haveAbort_ = false;
+  int abortPeer_ = -1;
+  ErrorCode abortCode_ = ErrorCode::kRemoteError;
+  std::string abortReason_;
+};
+
+}  // namespace
+
+TransportPtr makeUcxTransport(const qcclUniqueId& id, int nranks, int rank, double timeoutSec) {
+  QCCL_CHECK(
+      nranks >= 1 && rank >= 0 && rank < nranks, ErrorCode::kInvalidArgument,
+      "makeUcxTransport: rank " + std::to_string(rank) + " is not in [0, nranks=" + std::to_string(nranks) + ")");
+  QCCL_CHECK(nranks <= (1 << 20), ErrorCode::kInvalidArgument, "makeUcxTransport: too many ranks");
+  QCCL_CHECK(timeoutSec > 0, ErrorCode::kInvalidArgument, "makeUcxTransport: timeout must be positive");
+  auto t = std::make_unique<UcxTransport>(nranks, rank, timeoutSec);
+  t->init(id);
+  return t;
+}
+
+}  // namespace qccl

@@ -1,0 +1,127 @@
+// Bootstrap of the UCX transport, in one process over real sockets: unique ids, the allgather
+// through rank 0, and its failures (mismatch, duplicate rank, missing ranks).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/bootstrap.hpp"
+#include "transport/transport.hpp"
+
+namespace qccl {
+namespace {
+
+// ----------------------------------------------------------------------------------------------
+
+TEST(Bootstrap, UniqueIdRoundTrip) {
+  qcclUniqueId a, b;
+  uniqueIdFromAddress(&a, "127.0.0.1", 29500);
+  uniqueIdFromAddress(&b, "127.0.0.1", 29500);
+  EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0);
+  BootstrapAddress pa = parseUniqueId(a);
+  EXPECT_EQ(pa.host, "127.0.0.1");
+  EXPECT_EQ(pa.port, 29500);
+  uniqueIdFromAddress(&b, "127.0.0.1", 29501);
+  EXPECT_NE(parseUniqueId(b).nonce, pa.nonce);
+  EXPECT_THROW(uniqueIdFromAddress(&a, "h", 0), Error);
+  EXPECT_THROW(uniqueIdFromAddress(&a, std::string(101, 'h').c_str(), 1), Error);
+  EXPECT_THROW(uniqueIdFromAddress(&a, nullptr, 1), Error);
+  qcclUniqueId junk{};
+  try {
+    parseUniqueId(junk);
+    FAIL() << "junk id accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  }
+  getUniqueId(&a);
+  getUniqueId(&b);
+  EXPECT_NE(parseUniqueId(a).nonce, parseUniqueId(b).nonce);
+  EXPECT_GT(parseUniqueId(a).port, 0);
+}
+
+TEST(Bootstrap, SocketIfnameIsHonoured) {
+  qcclUniqueId id;
+  setenv("QCCL_SOCKET_IFNAME", "lo", 1);
+  getUniqueId(&id);
+  EXPECT_EQ(parseUniqueId(id).host, "127.0.0.1");
+  setenv("QCCL_SOCKET_IFNAME", "no-such-if0", 1);
+  EXPECT_THROW(getUniqueId(&id), Error);
+  unsetenv("QCCL_SOCKET_IFNAME");
+}
+
+TEST(Bootstrap, AllgatherInThreads) {
+  constexpr int n = 5;
+  qcclUniqueId id;
+  getUniqueId(&id);
+  std::vector<std::vector<std::string>> got(n);
+  std::vector<std::string> errs(n);
+  std::vector<std::thread> th;
+  for (int r = n - 1; r >= 0; --r) {  // rank 0 last: the others must retry their connects
+    th.emplace_back([&, r] {
+      try {
+        got[r] = bootstrapAllgather(id, n, r, std::string(r * 100 + 1, static_cast<char>('a' + r)), 20);
+      } catch (const std::exception& e) {
+        errs[r] = e.what();
+      }
+    });
+    if (r == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  for (auto& t : th) t.join();
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(errs[r], "");
+    ASSERT_EQ(got[r].size(), static_cast<size_t>(n));
+    for (int q = 0; q < n; ++q) EXPECT_EQ(got[r][q], std::string(q * 100 + 1, static_cast<char>('a' + q)));
+  }
+}
+
+TEST(Bootstrap, DuplicateRankIsAMismatch) {
+  qcclUniqueId id;
+  getUniqueId(&id);
+  std::vector<ErrorCode> codes(3, ErrorCode::kSuccess);
+  std::vector<std::thread> th;
+  const int ranks[3] = {0, 1, 1};
+  for (int i = 0; i < 3; ++i) {
+    th.emplace_back([&, i] {
+      try {
+        bootstrapAllgather(id, 3, ranks[i], "x", 10);
+      } catch (const Error& e) {
+        codes[i] = e.code();
+      }
+    });
+  }
+  for (auto& t : th) t.join();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(codes[i], ErrorCode::kMismatch) << i;
+}
+
+TEST(Bootstrap, MissingRootTimesOut) {
+  qcclUniqueId id;
+  getUniqueId(&id);
+  auto t0 = Clock::now();
+  try {
+    bootstrapAllgather(id, 2, 1, "x", 0.5);
+    FAIL() << "joined a rank 0 that does not exist";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kTimeout) << e.what();
+  }
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_THROW(bootstrapAllgather(id, 2, 2, "x", 1), Error);
+  EXPECT_THROW(bootstrapAllgather(id, 2, 0, "x", 0), Error);
+}
+
+TEST(Bootstrap, MissingRankTimesOutOnRoot) {
+  qcclUniqueId id;
+  getUniqueId(&id);
+  try {
+    bootstrapAllgather(id, 2, 0, "x", 0.5);
+    FAIL() << "root finished alone";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kTimeout) << e.what();
+    EXPECT_NE(std::string(e.what()).find("1 of 2"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace qccl
