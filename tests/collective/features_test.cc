@@ -1,0 +1,275 @@
+// Allreduce features beyond the matrix: error feedback over many steps, fp16/bf16 inputs, avg,
+// warm-up, the allgather collective, per-tensor state and statistics.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "codec/codec_math.hpp"
+#include "coll_test_util.hpp"
+
+namespace qccl {
+namespace test {
+namespace {
+
+std::vector<float> gaussian(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// 50 steps of sra with error feedback: every step equals the reference; the running sum of results
+// tracks the running sum of exact allreduces, and the gap equals minus the residuals left behind
+// (worker residuals of every rank plus the owner residual), up to fp32 rounding.
+void errorFeedbackRun(CodecId codec, int bits, Algo algo, int n) {
+  const size_t count = 1000;
+  const int steps = 50;
+  Options opts;
+  opts.codec.bucket = 64;
+  opts.chunkBytes = 1024;
+  opts.timeoutSec = 30;
+  CodecConfig cfg = opts.codec;
+  cfg.codec = codec;
+  cfg.bits = bits;
+  cfg = resolveConfig(cfg);
+  std::vector<std::vector<std::vector<float>>> inputs(steps);
+  for (int s = 0; s < steps; ++s)
+    for (int r = 0; r < n; ++r) inputs[s].push_back(gaussian(count, 1000u * s + r));
+  std::vector<std::vector<std::vector<float>>> results(n, std::vector<std::vector<float>>(steps));
+  runRanks(n, opts, [&](Communicator& c, int r) {
+    TensorOpts t;
+    t.id = 9;
+    t.codec = codec;
+    t.bits = bits;
+    t.algo = algo;
+    for (int s = 0; s < steps; ++s) {
+      results[r][s].resize(count);
+      c.allreduce(inputs[s][r].data(), results[r][s].data(), count, DataType::kFloat32, RedOp::kSum, t);
+    }
+  });
+  RefState st;
+  std::vector<double> sumRes(count, 0.0), sumExact(count, 0.0);
+  for (int s = 0; s < steps; ++s) {
+    std::vector<float> ref =
+        algo == Algo::kSra ? refSra(cfg, inputs[s], &st, true) : refAllgatherReduce(cfg, inputs[s], &st, true);
+    for (int r = 0; r < n; ++r) ASSERT_TRUE(bitEqual(results[r][s], ref)) << "step " << s << " rank " << r;
+    for (size_t i = 0; i < count; ++i) {
+      sumRes[i] += ref[i];
+      for (int r = 0; r < n; ++r) sumExact[i] += inputs[s][r][i];
+    }
+  }
+  // Residuals that have not reached the result yet, per element.
+  std::vector<double> pending(count, 0.0);
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) pending[i] += st.worker[r][i];
+  if (algo == Algo::kSra) {
+    auto shards = refShards(count, n, cfg.bucket);
+    for (int p = 0; p < n; ++p)
+      for (size_t i = shards[p].first; i < shards[p].second; ++i) pending[i] += st.owner[p][i - shards[p].first];
+  }
+  double maxGap = 0, maxResidualGap = 0;
+  for (size_t i = 0; i < count; ++i) {
+    double gap = sumExact[i] - sumRes[i];
+    maxGap = std::max(maxGap, std::fabs(gap));
+    maxResidualGap = std::max(maxResidualGap, std::fabs(gap - pending[i]));
+  }
+  // The gap is what the residuals hold: bounded, not growing with the number of steps. Without
+  // error feedback a 1-bit codec drifts by O(steps) here.
+  ::testing::Test::RecordProperty("max_gap", std::to_string(maxGap));
+  EXPECT_LT(maxResidualGap, 1e-4 * steps * n) << "gap is not explained by the residuals";
+  EXPECT_LT(maxGap, 5.0 * n);
+}
+
+TEST(ErrorFeedback, SraOneBitTracksExactSum) { errorFeedbackRun(CodecId::kOneBit, 0, Algo::kSra, 4); }
+TEST(ErrorFeedback, SraMaxMin2TracksExactSum) { errorFeedbackRun(CodecId::kMaxMin, 2, Algo::kSra, 3); }
+TEST(ErrorFeedback, AllgatherSignScaleTracksExactSum) { errorFeedbackRun(CodecId::kSignScale, 0, Algo::kAllgather, 2); }
+
+TEST(Allreduce, HalfInputsAccumulateInFp32) {
+  for (DataType dt : {DataType::kFloat16, DataType::kBfloat16}) {
+    for (int n : {1, 3, 8}) {
+      const size_t count = 1000;
+      // Small integers: every input and every sum is exact in fp16 (< 2048) and bf16 (< 256).
+      auto value = [&](size_t i, int r) { return static_cast<float>(static_cast<int>(i % 21) - 10 + r); };
+      auto enc = [&](float f) { return dt == DataType::kFloat16 ? math::floatToHalf(f) : math::floatToBf16(f); };
+      auto dec = [&](uint16_t h) { return dt == DataType::kFloat16 ? math::halfToFloat(h) : math::bf16ToFloat(h); };
+      std::vector<std::vector<uint16_t>> out(n);
+      runRanks(n, Options{}, [&](Communicator& c, int r) {
+        std::vector<uint16_t> in(count);
+        for (size_t i = 0; i < count; ++i) in[i] = enc(value(i, r));
+        out[r].resize(count);
+        c.allreduce(in.data(), out[r].data(), count, dt, RedOp::kSum, TensorOpts{});
+      });
+      for (int r = 0; r < n; ++r) {
+        for (size_t i = 0; i < count; ++i) {
+          float exact = 0;
+          for (int q = 0; q < n; ++q) exact += value(i, q);
+          ASSERT_EQ(dec(out[r][i]), exact) << "rank " << r << " element " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(Allreduce, HalfInputsRoundToNearestEven) {
+  // 1 + 2^-11 is a tie between two fp16 values: the sum of 2049 + 0 must round to 2048 (even).
+  std::vector<std::vector<uint16_t>> out(2);
+  runRanks(2, Options{}, [&](Communicator& c, int r) {
+    std::vector<uint16_t> in = {math::floatToHalf(r == 0 ? 2048.0f : 1.0f), math::floatToHalf(r == 0 ? 2048.0f : 3.0f)};
+    out[r].resize(2);
+    c.allreduce(in.data(), out[r].data(), 2, DataType::kFloat16, RedOp::kSum, TensorOpts{});
+  });
+  EXPECT_EQ(math::halfToFloat(out[0][0]), 2048.0f);  // 2049 -> 2048 (tie, even)
+  EXPECT_EQ(math::halfToFloat(out[0][1]), 2052.0f);  // 2051 -> 2052 (tie, even)
+}
+
+TEST(Allreduce, AverageIsSumTimesReciprocal) {
+  for (int n : {1, 3, 7}) {
+    const size_t count = 777;
+    std::vector<std::vector<float>> out(n);
+    runRanks(n, Options{}, [&](Communicator& c, int r) {
+      std::vector<float> in = exactInput(count, r);
+      c.allreduce(in.data(), in.data(), count, DataType::kFloat32, RedOp::kAvg, TensorOpts{});
+      out[r] = in;
+    });
+    for (size_t i = 0; i < count; ++i) {
+      float exact = 0;
+      for (int q = 0; q < n; ++q) exact += exactInput(count, q)[i];
+      ASSERT_EQ(out[n - 1][i], exact * (1.0f / n)) << "element " << i;
+    }
+  }
+}
+
+TEST(Allreduce, WarmupCallsGoUncompressed) {
+  const int n = 3;
+  const size_t count = 4096;
+  Options opts;
+  opts.warmupCalls = 2;
+  opts.codec.codec = CodecId::kOneBit;
+  opts.minCompressBytes = 0;
+  CodecConfig cfg = resolveConfig(opts.codec);
+  std::vector<std::vector<float>> x;
+  for (int r = 0; r < n; ++r) x.push_back(gaussian(count, 77u + r));
+  std::vector<std::vector<std::vector<float>>> out(n, std::vector<std::vector<float>>(3));
+  runRanks(n, opts, [&](Communicator& c, int r) {
+    TensorOpts t;
+    t.id = 5;
+    for (int call = 0; call < 3; ++call) {
+      out[r][call].resize(count);
+      c.allreduce(x[r].data(), out[r][call].data(), count, DataType::kFloat32, RedOp::kSum, t);
+    }
+  });
+  std::vector<float> exact = refRing(resolveConfig(CodecConfig{}), x);
+  RefState st;
+  std::vector<float> compressed = refSra(cfg, x, &st, true);  // residuals start at zero after warm-up
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(bitEqual(out[r][0], exact));
+    EXPECT_TRUE(bitEqual(out[r][1], exact));
+    EXPECT_TRUE(bitEqual(out[r][2], compressed));
+    EXPECT_FALSE(bitEqual(out[r][2], exact));
+  }
+}
+
+TEST(Allgather, RawAndCompressed) {
+  for (CodecId codec : {CodecId::kFp32, CodecId::kMaxMin, CodecId::kOneBit}) {
+    for (int n : {1, 2, 5}) {
+      for (size_t count : {size_t{0}, size_t{7}, size_t{3000}}) {
+        Options opts;
+        opts.chunkBytes = 1024;
+        opts.codec.bucket = 128;
+        CodecConfig cfg = opts.codec;
+        cfg.codec = codec;
+        cfg = resolveConfig(cfg);
+        std::vector<std::vector<float>> out(n);
+        runRanks(n, opts, [&](Communicator& c, int r) {
+          TensorOpts t;
+          t.codec = codec;
+          std::vector<float> in = exactInput(count, r);
+          out[r].assign(count * n, -1.0f);
+          c.allgather(in.data(), out[r].data(), count, DataType::kFloat32, t);
+        });
+        for (int r = 0; r < n; ++r) {
+          ASSERT_TRUE(bitEqual(out[r], out[0]));
+          for (int q = 0; q < n; ++q) {
+            std::vector<float> x = exactInput(count, q), res(count, 0.0f);
+            std::vector<float> want = codec == CodecId::kFp32 ? x : quantize(cfg, x.data(), res.data(), count);
+            for (size_t i = 0; i < count; ++i) ASSERT_EQ(out[r][q * count + i], want[i]);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Allgather, InPlaceAndHalf) {
+  const int n = 4;
+  const size_t count = 100;
+  std::vector<std::vector<uint16_t>> out(n);
+  runRanks(n, Options{}, [&](Communicator& c, int r) {
+    out[r].assign(count * n, 0);
+    for (size_t i = 0; i < count; ++i) out[r][r * count + i] = math::floatToHalf(static_cast<float>(i + r));
+    c.allgather(out[r].data() + r * count, out[r].data(), count, DataType::kFloat16, TensorOpts{});
+  });
+  for (int r = 0; r < n; ++r)
+    for (int q = 0; q < n; ++q)
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(math::halfToFloat(out[r][q * count + i]), float(i + q));
+}
+
+TEST(Communicator, StatsResidualsAndRelease) {
+  const int n = 4;
+  const size_t count = 10000;
+  Options opts;
+  opts.codec.codec = CodecId::kOneBit;
+  opts.minCompressBytes = 0;
+  runRanks(n, opts, [&](Communicator& c, int r) {
+    std::vector<float> buf = exactInput(count, r);
+    TensorOpts t;
+    t.id = 1;
+    c.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, RedOp::kSum, t);
+    CommStats s = c.stats();
+    EXPECT_EQ(s.calls, 1u);
+    EXPECT_GT(s.bytesSent, 0u);
+    EXPECT_GT(s.bytesReceived, 0u);
+    // One fp32 copy of the tensor plus this rank's shard (about 1/n of it).
+    size_t shard = refShards(count, n, 512)[r].second - refShards(count, n, 512)[r].first;
+    EXPECT_EQ(s.residualBytes, (count + shard) * sizeof(float));
+    // onebit moves about 1/32 of fp32: far less than the fp32 tensor per peer.
+    EXPECT_LT(s.bytesSent, count * sizeof(float) / 8);
+    EXPECT_GT(s.peakStagingBytes, 0u);
+    uint64_t staging = s.stagingBytes;
+    c.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, RedOp::kSum, t);
+    EXPECT_EQ(c.stats().stagingBytes, staging) << "a repeated call grew the staging buffers";
+    c.releaseTensor(1);
+    EXPECT_EQ(c.stats().residualBytes, 0u);
+  });
+}
+
+TEST(Communicator, RejectsBadArgumentsWithoutFailing) {
+  runRanks(2, Options{}, [&](Communicator& c, int) {
+    float x = 1;
+    EXPECT_THROW(c.allreduce(nullptr, &x, 1, DataType::kFloat32, RedOp::kSum, TensorOpts{}), Error);
+    EXPECT_THROW(c.allreduce(&x, &x, 1, static_cast<DataType>(7), RedOp::kSum, TensorOpts{}), Error);
+    EXPECT_THROW(c.allreduce(&x, &x, 1, DataType::kFloat32, static_cast<RedOp>(9), TensorOpts{}), Error);
+    TensorOpts bad;
+    bad.codec = CodecId::kMaxMin;
+    bad.bits = 3;
+    try {
+      c.allreduce(&x, &x, 1, DataType::kFloat32, RedOp::kSum, bad);
+      ADD_FAILURE() << "bits 3 accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    }
+    EXPECT_FALSE(c.failed());
+    // The communicator still works and the ranks are still in step.
+    c.allreduce(&x, &x, 1, DataType::kFloat32, RedOp::kSum, TensorOpts{});
+    EXPECT_EQ(x, 2.0f);
+  });
+  Options bad;
+  bad.pipelineDepth = 0;
+  EXPECT_THROW(Communicator(std::move(makeLoopbackGroup(1)[0]), bad), Error);
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace qccl
