@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "codec/codec_math.hpp"
+#include "qccl/codec.hpp"
 
 // `#pragma unroll` for the device pass only (the host pass of the same code would warn about it).
 #if defined(__CUDA_ARCH__)
@@ -63,6 +64,56 @@ struct DecodeArgs {
 struct NoTables {};
 template <CodecId C>
 using TablesFor = typename std::conditional<C == CodecId::kDyn8, math::Dyn8Tables, NoTables>::type;
+
+inline bool isAligned(const void* p, uintptr_t a) { return (reinterpret_cast<uintptr_t>(p) & (a - 1)) == 0; }
+
+/// Encode arguments for a resolved bucket-codec config (host side; shared by the launcher and the
+/// warp-emulation tests so both run the kernels on identical arguments).
+inline EncodeArgs makeEncodeArgs(const CodecConfig& r, const float* in, float* res, uint64_t n, uint8_t* payload,
+                                 uint64_t rngOffset, uint32_t* flag) {
+  EncodeArgs a = {};
+  a.in = in;
+  a.res = res;
+  a.payload = payload;
+  a.flag = flag;
+  a.n = n;
+  a.bucket = r.bucket;
+  a.numBuckets = (n + r.bucket - 1) / r.bucket;
+  a.blockBytes = math::bucketBlockBytes(r.codec, r.bits, r.bucket);
+  a.seed = r.seed;
+  a.rngOffset = rngOffset;
+  a.stochastic = r.stochastic;
+  a.vec = isAligned(in, 16) && (res == nullptr || isAligned(res, 16));
+  return a;
+}
+
+/// Decode arguments for a validated bucket-codec config.
+inline DecodeArgs makeDecodeArgs(const CodecConfig& cfg, const uint8_t* payload, float* out, uint64_t n) {
+  DecodeArgs a = {};
+  a.payload = payload;
+  a.out = out;
+  a.n = n;
+  a.bucket = cfg.bucket;
+  a.numBuckets = (n + cfg.bucket - 1) / cfg.bucket;
+  a.blockBytes = math::bucketBlockBytes(cfg.codec, cfg.bits, cfg.bucket);
+  a.vec = isAligned(out, 16);
+  return a;
+}
+
+QCCL_HD bool isNaN(float f) { return (math::floatBits(f) & 0x7fffffffu) > 0x7f800000u; }
+
+/// NaN payload of r = a (op) b as x86 SSE/AVX computes it, the CPU codec's platform: the first NaN
+/// operand, quieted, else the default NaN 0xffc00000. GPUs return 0x7fffffff for every NaN result,
+/// so outputs that may be NaN go through this to stay bit-identical with the CPU (a no-op on x86).
+QCCL_HD float propagateNaN(float r, float a, float b) {
+  if (!isNaN(r)) return r;
+  if (isNaN(a)) return math::bitsFloat(math::floatBits(a) | 0x00400000u);
+  if (isNaN(b)) return math::bitsFloat(math::floatBits(b) | 0x00400000u);
+  return math::bitsFloat(0xffc00000u);
+}
+
+/// x86-exact a + b (see propagateNaN).
+QCCL_HD float addX86(float a, float b) { return propagateNaN(a + b, a, b); }
 
 /// Elements of the row starting at bucket offset e0 that this lane owns (0..4).
 QCCL_HD uint32_t laneCount(uint32_t m, uint32_t e0) { return e0 < m ? (m - e0 < 4u ? m - e0 : 4u) : 0u; }

@@ -9,6 +9,17 @@ namespace qccl {
 namespace cuda {
 namespace detail {
 
+/// A NaN maxmin value as x86 computes maxminValue(q, mn, maxminStep(mn, mx, B)) step by step
+/// (only reached with NaN or infinite statistics, e.g. a non-finite bucket).
+template <int B>
+QCCL_HD float maxminNaN(uint32_t q, float mn, float mx) {
+  const float t = propagateNaN(mx - mn, mx, mn);
+  const float levels = (float)((1u << B) - 1u);
+  const float step = propagateNaN(t / levels, t, levels);
+  const float prod = propagateNaN((float)q * step, (float)q, step);
+  return propagateNaN(mn + prod, mn, prod);
+}
+
 /// Decodes bucket `b`: out = decoded (ADD false) or out = out + decoded (ADD true).
 /// mag: the dyn8 magnitude table (null for other codecs).
 template <CodecId C, int B, bool ADD, class W>
@@ -40,15 +51,20 @@ QCCL_HD void decodeBucket(const W& w, const DecodeArgs& a, uint64_t b, const flo
         d[k] = q ? s0 : -s0;
       } else if constexpr (C == CodecId::kMaxMin) {
         d[k] = math::maxminValue(q, s0, step);
+        if (isNaN(d[k])) d[k] = maxminNaN<B>(q, s0, s1);
       } else {
         d[k] = math::dyn8Value((uint8_t)q, s0, mag);
+        if (isNaN(d[k])) {  // magnitudes are finite, so the NaN is absmax's (x86: mag * absmax)
+          const float m = propagateNaN(d[k], mag[q & 0x7fu], s0);
+          d[k] = (q & 0x80u) ? -m : m;
+        }
       }
     }
     if constexpr (ADD) {
       float o[4];
       load4(a.out, g, cnt, a.vec, o);
       QCCL_UNROLL
-      for (int k = 0; k < 4; ++k) d[k] = o[k] + d[k];
+      for (int k = 0; k < 4; ++k) d[k] = addX86(o[k], d[k]);
     }
     store4(a.out, g, cnt, a.vec, d);
   }

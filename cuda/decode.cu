@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock) decodeCastKernel(const uint3
         const uint16_t h = static_cast<uint16_t>(word >> (16 * k));
         d = C == CodecId::kFp16 ? math::halfToFloat(h) : math::bf16ToFloat(h);
       }
-      out[e] = ADD ? out[e] + d : d;
+      out[e] = ADD ? addX86(out[e], d) : d;
     }
   }
 }
@@ -76,14 +76,7 @@ void launchDecode(const CodecConfig& cfg, const uint8_t* payload, float* out, ui
     default:
       break;
   }
-  DecodeArgs a = {};
-  a.payload = payload;
-  a.out = out;
-  a.n = n;
-  a.bucket = cfg.bucket;
-  a.numBuckets = (n + cfg.bucket - 1) / cfg.bucket;
-  a.blockBytes = math::bucketBlockBytes(cfg.codec, cfg.bits, cfg.bucket);
-  a.vec = aligned(out, 16);
+  const DecodeArgs a = makeDecodeArgs(cfg, payload, out, n);
   switch (cfg.codec) {
     case CodecId::kOneBit:
       return launchBuckets<CodecId::kOneBit, 1, ADD>(a, s);
@@ -115,7 +108,7 @@ void decodeImpl(const WireInfo& info, const void* wire_d, float* out_d, size_t n
              std::string(what) + ": WireInfo.totalBytes does not match its codec and count");
   if (n == 0) return;
   QCCL_CHECK(wire_d != nullptr && out_d != nullptr, ErrorCode::kInvalidArgument, std::string(what) + ": null pointer");
-  QCCL_CHECK(aligned(wire_d, 4) && aligned(out_d, 4), ErrorCode::kInvalidArgument,
+  QCCL_CHECK(isAligned(wire_d, 4) && isAligned(out_d, 4), ErrorCode::kInvalidArgument,
              std::string(what) + ": wire not 4-byte aligned or output not float aligned");
   launchDecode<ADD>(cfg, static_cast<const uint8_t*>(wire_d) + kWireHeaderBytes, out_d, n, asStream(stream));
 }

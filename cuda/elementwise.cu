@@ -35,10 +35,10 @@ __global__ void __launch_bounds__(kThreadsPerBlock) elementKernel(ElementArgs a)
       static_cast<uint16_t*>(a.out)[i] = math::floatToBf16(static_cast<const float*>(a.in)[i]);
     } else if constexpr (O == Op::kScale) {
       float* d = static_cast<float*>(a.out);
-      d[i] = d[i] * a.s;
+      d[i] = propagateNaN(d[i] * a.s, d[i], a.s);  // NaN payloads as on the CPU
     } else {
       float* d = static_cast<float*>(a.out);
-      d[i] = d[i] + static_cast<const float*>(a.in)[i];
+      d[i] = addX86(d[i], static_cast<const float*>(a.in)[i]);
     }
   }
 }
@@ -49,7 +49,7 @@ void launch(const char* what, const void* in, size_t inAlign, void* out, size_t 
   if (n == 0) return;
   QCCL_CHECK(out != nullptr && (in != nullptr || O == Op::kScale), ErrorCode::kInvalidArgument,
              std::string("cuda ") + what + ": null pointer");
-  QCCL_CHECK(aligned(out, outAlign) && (in == nullptr || aligned(in, inAlign)), ErrorCode::kInvalidArgument,
+  QCCL_CHECK(isAligned(out, outAlign) && (in == nullptr || isAligned(in, inAlign)), ErrorCode::kInvalidArgument,
              std::string("cuda ") + what + ": pointer not aligned to its element size");
   ElementArgs a = {in, out, n, s};
   elementKernel<O><<<gridFor(n, kThreadsPerBlock, 65535), kThreadsPerBlock, 0, asStream(stream)>>>(a);

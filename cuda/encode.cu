@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     for (uint64_t k = 0; k < kPer; ++k) {
       const uint64_t e = i * kPer + k;
       if (e >= n) break;
-      const float v = res ? in[e] + res[e] : in[e];
+      const float v = res ? addX86(in[e], res[e]) : in[e];  // NaN payload as on the CPU
       if constexpr (C == CodecId::kFp32) {
         word = math::floatBits(v);
         bad = bad || !math::isFinite(v);
@@ -99,19 +99,7 @@ void launchEncode(const CodecConfig& r, const float* in, float* res, uint64_t n,
   if (r.codec == CodecId::kFp32) return launchCast<CodecId::kFp32>(in, res, n, payload, flag, s);
   if (r.codec == CodecId::kFp16) return launchCast<CodecId::kFp16>(in, res, n, payload, flag, s);
   if (r.codec == CodecId::kBf16) return launchCast<CodecId::kBf16>(in, res, n, payload, flag, s);
-  EncodeArgs a = {};
-  a.in = in;
-  a.res = res;
-  a.payload = payload;
-  a.flag = flag;
-  a.n = n;
-  a.bucket = r.bucket;
-  a.numBuckets = (n + r.bucket - 1) / r.bucket;
-  a.blockBytes = math::bucketBlockBytes(r.codec, r.bits, r.bucket);
-  a.seed = r.seed;
-  a.rngOffset = params.rngOffset;
-  a.stochastic = r.stochastic;
-  a.vec = aligned(in, 16) && (res == nullptr || aligned(res, 16));
+  const EncodeArgs a = makeEncodeArgs(r, in, res, n, payload, params.rngOffset, flag);
   switch (r.codec) {
     case CodecId::kOneBit:
       return launchBuckets<CodecId::kOneBit, 1>(a, s);
@@ -138,7 +126,7 @@ size_t encodeWorkspaceBytes(const CodecConfig& cfg, size_t) {
 
 size_t encode(const CodecConfig& cfg, const float* in_d, float* residual_d, size_t n, void* out_d, size_t outCapacity,
               const EncodeParams& params, void* workspace_d, size_t workspaceBytes, void* stream) {
-  using detail::aligned;
+  using detail::isAligned;
   const CodecConfig r = resolveConfig(cfg);
   const size_t total = encodedBytes(r, n);
   QCCL_CHECK(out_d != nullptr, ErrorCode::kInvalidArgument, "cuda encode: null output");
@@ -147,9 +135,9 @@ size_t encode(const CodecConfig& cfg, const float* in_d, float* residual_d, size
              "cuda encode: output capacity " + std::to_string(outCapacity) + " < " + std::to_string(total) + " bytes");
   QCCL_CHECK(workspace_d != nullptr && workspaceBytes >= detail::kWorkspaceBytes, ErrorCode::kInvalidArgument,
              "cuda encode: workspace missing or smaller than encodeWorkspaceBytes()");
-  QCCL_CHECK(aligned(workspace_d, 16), ErrorCode::kInvalidArgument, "cuda encode: workspace not 16-byte aligned");
-  QCCL_CHECK(aligned(out_d, 4), ErrorCode::kInvalidArgument, "cuda encode: output not 4-byte aligned");
-  QCCL_CHECK(aligned(in_d, 4) && aligned(residual_d, 4), ErrorCode::kInvalidArgument,
+  QCCL_CHECK(isAligned(workspace_d, 16), ErrorCode::kInvalidArgument, "cuda encode: workspace not 16-byte aligned");
+  QCCL_CHECK(isAligned(out_d, 4), ErrorCode::kInvalidArgument, "cuda encode: output not 4-byte aligned");
+  QCCL_CHECK(isAligned(in_d, 4) && isAligned(residual_d, 4), ErrorCode::kInvalidArgument,
              "cuda encode: input or residual not 4-byte aligned");
   QCCL_CHECK(residual_d == nullptr || residual_d == in_d || residual_d + n <= in_d || in_d + n <= residual_d,
              ErrorCode::kInvalidArgument, "cuda encode: residual overlaps the input without being equal to it");

@@ -21,8 +21,6 @@ inline void checkCuda(cudaError_t e, const char* what, const char* file, int lin
                                std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
 }
 
-inline bool aligned(const void* p, uintptr_t a) { return (reinterpret_cast<uintptr_t>(p) & (a - 1)) == 0; }
-
 /// Blocks for `items` units of `perBlock`, capped: the kernels stride over the rest, and a cap
 /// keeps per-block setup (the dyn8 table copy) small against the work.
 inline unsigned gridFor(uint64_t items, uint64_t perBlock, unsigned cap = 16384) {
