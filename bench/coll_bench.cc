@@ -1,0 +1,485 @@
+// qccl-bench allreduce / allgather: collective timings in nccl-tests conventions, with the MPI
+// library's own MPI_Allreduce/MPI_Allgather and qccl's fp16 ring timed in the same run on the same
+// buffers. Ranks are always started by mpirun; --transport picks what qccl runs over.
+#define OMPI_SKIP_MPICXX 1  // only MPI's C bindings (the C++ ones warn under -Wextra)
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "qccl/codec.hpp"
+#include "qccl/qccl.h"
+#include "qccl/qccl_mpi.h"
+
+namespace {
+
+const char kHelp[] =
+    "usage: qccl-bench allreduce|allgather [options]   (start ranks with mpirun)\n"
+    "  -b, --minbytes N   first size in bytes of fp32 data, K/M/G suffixes (default 1M)\n"
+    "  -e, --maxbytes N   last size (default 64M)\n"
+    "  -f, --stepfactor F multiply the size by F each step (default 2)\n"
+    "  -n, --iters N      timed iterations per size (default 20)\n"
+    "  -w, --warmup N     untimed iterations first (default 5)\n"
+    "  -c, --check 0|1    check results (default 0)\n"
+    "  --codec NAME       none|fp16|bf16|onebit|signscale|maxmin|dyn8 (default: QCCL_CODEC or none)\n"
+    "  --bits N           maxmin bits 2|4|8\n"
+    "  --algo NAME        auto|ring|sra|allgather (allreduce only; default: QCCL_ALGO or auto)\n"
+    "  --transport T      mpi|ucx: what qccl runs over; for ucx rank 0 creates the unique id and\n"
+    "                     MPI_Bcast's it (default mpi)\n"
+    "  --json | --csv     one JSON object per size / CSV with a header; else a table\n"
+    "Sizes: for allreduce the size is the tensor (count = size/4); for allgather it is the gathered\n"
+    "result, as in nccl-tests (each rank sends size/4/nranks elements).\n"
+    "Time is the median over iterations of the slowest rank's time. algbw = size/time;\n"
+    "busbw = algbw * 2(n-1)/n (allreduce) or (n-1)/n (allgather). wire_bytes = bytes this rank sent\n"
+    "per call (max over ranks, headers included); ratio = the fp32 ring's per-rank bytes / wire_bytes.\n"
+    "mpi_time_s / fp16_time_s: MPI_Allreduce (MPI_FLOAT, MPI_SUM) or MPI_Allgather, and qccl's fp16 ring,\n"
+    "on the same buffers; speedup_vs_* = their time / qccl's time.\n"
+    "-c 1: a fresh tensor (no residual yet) is reduced once more and checked. An element is wrong when\n"
+    "  (a) its bits differ from rank 0's result on any rank, or it is NaN/Inf; or\n"
+    "  (b) codec none: it differs from the exact sum (inputs are multiples of 2^-10 below 8 in\n"
+    "      magnitude, so every fp32 partial sum is exact in any order); or\n"
+    "  (c) lossy codecs: it differs from a replay of the same collective with the same config and\n"
+    "      inputs over qccl's in-process loopback transport (results are deterministic and do not\n"
+    "      depend on the transport), computed on rank 0.\n"
+    "  rel_err = ||result - exact||_2 / ||exact||_2 against the exact sum (gathered inputs).\n"
+    "Break-even (allreduce, lossy codecs): rank 0 measures single-thread encode and decodeAdd GB/s of\n"
+    "fp32 input. Model: per call, sra encodes (1+1/n) and decodes 2 tensor sizes, so\n"
+    "  T_codec = 4c(1+1/n)/enc + 8c/dec;  compressed time ~ T_codec + wire/B;  fp32 ring ~ W0/B,\n"
+    "  W0 = 2(n-1)/n * 4c.  Compression wins for link bandwidth B < (W0 - wire) / T_codec\n"
+    "(breakeven_gbit). Overlap of encode and transfer makes the real break-even higher.\n"
+    "  The exit status is 1 when any element was wrong.\n"
+    "peak_mem_bytes = max over ranks of qccl's residual + peak staging bytes; max_rss_bytes = the\n"
+    "largest process max RSS.\n";
+
+struct Args {
+  bool allgather = false;
+  size_t minBytes = 1 << 20, maxBytes = 64 << 20;
+  double factor = 2.0;
+  int iters = 20, warmup = 5, check = 0;
+  std::string codec, algo, transport = "mpi";
+  int bits = 0;
+  bool json = false, csv = false;
+};
+
+struct Row {
+  size_t size = 0, count = 0;
+  double timeS = 0, mpiTimeS = 0, fp16TimeS = 0;
+  double wireBytes = 0, ratio = 0, relErr = 0;
+  uint64_t wrong = 0, peakMem = 0, maxRss = 0;
+  double breakevenGbit = -1;
+};
+
+int gRank = 0, gSize = 1;
+
+[[noreturn]] void fatal(const std::string& msg) {
+  std::fprintf(stderr, "qccl-bench [rank %d]: %s\n", gRank, msg.c_str());
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::exit(1);
+}
+
+void qc(qcclResult_t r, qcclComm_t comm, const char* what) {
+  if (r != qcclSuccess) fatal(std::string(what) + ": " + qcclGetLastError(comm));
+}
+
+size_t parseSize(const char* s) {
+  char* end = nullptr;
+  double v = std::strtod(s, &end);
+  size_t mult = 1;
+  if (end != nullptr && *end != '\0') {
+    switch (*end) {
+      case 'K':
+      case 'k':
+        mult = size_t{1} << 10;
+        break;
+      case 'M':
+      case 'm':
+        mult = size_t{1} << 20;
+        break;
+      case 'G':
+      case 'g':
+        mult = size_t{1} << 30;
+        break;
+      default:
+        fatal(std::string("bad size '") + s + "'");
+    }
+  }
+  if (!(v >= 0)) fatal(std::string("bad size '") + s + "'");
+  return static_cast<size_t>(v * static_cast<double>(mult));
+}
+
+bool parseArgs(int argc, char** argv, Args* a) {
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    if (k == "-h" || k == "--help") {
+      if (gRank == 0) std::fputs(kHelp, stdout);
+      return false;
+    }
+    if (k == "--json") {
+      a->json = true;
+      continue;
+    }
+    if (k == "--csv") {
+      a->csv = true;
+      continue;
+    }
+    if (i + 1 >= argc) fatal("option " + k + " needs a value (see --help)");
+    const char* v = argv[++i];
+    if (k == "-b" || k == "--minbytes")
+      a->minBytes = parseSize(v);
+    else if (k == "-e" || k == "--maxbytes")
+      a->maxBytes = parseSize(v);
+    else if (k == "-f" || k == "--stepfactor")
+      a->factor = std::atof(v);
+    else if (k == "-n" || k == "--iters")
+      a->iters = std::atoi(v);
+    else if (k == "-w" || k == "--warmup")
+      a->warmup = std::atoi(v);
+    else if (k == "-c" || k == "--check")
+      a->check = std::atoi(v);
+    else if (k == "--codec")
+      a->codec = v;
+    else if (k == "--bits")
+      a->bits = std::atoi(v);
+    else if (k == "--algo")
+      a->algo = v;
+    else if (k == "--transport")
+      a->transport = v;
+    else
+      fatal("unknown option " + k + " (see --help)");
+  }
+  if (a->factor <= 1.0 && a->maxBytes > a->minBytes) fatal("-f must be > 1");
+  if (a->iters < 1 || a->warmup < 0) fatal("-n must be >= 1 and -w >= 0");
+  if (a->transport != "mpi" && a->transport != "ucx") fatal("--transport must be mpi or ucx");
+  return true;
+}
+
+int algoFromName(const std::string& s) {
+  const char* names[] = {"auto", "ring", "sra", "allgather"};
+  for (int i = 0; i < 4; ++i)
+    if (s == names[i]) return i;
+  fatal("unknown --algo " + s);
+}
+const char* algoName(int a) {
+  static const char* names[] = {"auto", "ring", "sra", "allgather"};
+  return a >= 0 && a < 4 ? names[a] : "?";
+}
+
+// Inputs: gaussian-like, multiples of 2^-10 below 8 in magnitude (exact partial sums in fp32).
+float input(int rank, size_t i) {
+  uint64_t x = (static_cast<uint64_t>(rank) << 40) ^ (i * 0x9E3779B97F4A7C15ull);
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 29;
+  int s = 0;
+  for (int k = 0; k < 4; ++k) s += static_cast<int>((x >> (16 * k)) & 0x7FF);  // 0..8188
+  return static_cast<float>(s - 4094) / 1024.0f;
+}
+
+// Median over iterations of the slowest rank's time; every rank returns the same value.
+double timeIt(const Args& a, const std::function<void()>& op) {
+  for (int i = 0; i < a.warmup; ++i) op();
+  std::vector<double> t(a.iters), tmax(a.iters);
+  for (int i = 0; i < a.iters; ++i) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    op();
+    t[i] = MPI_Wtime() - t0;
+  }
+  MPI_Allreduce(t.data(), tmax.data(), a.iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  std::sort(tmax.begin(), tmax.end());
+  return tmax[a.iters / 2];
+}
+
+struct Bench {
+  Args a;
+  qcclComm_t comm = nullptr;
+  qcclConfig_t cfg{};
+  qcclTensorOpts_t opts = QCCL_TENSOR_OPTS_INIT;  // the codec under test
+  double encGBps = 0, decGBps = 0;
+  int wireBits = 32;  // bits per element on the wire, for the reports
+
+  // The collective under test (or the fp16 baseline) from send to recv.
+  void run(const float* send, float* recv, size_t count, const qcclTensorOpts_t& t, qcclComm_t c) const {
+    if (a.allgather)
+      qc(qcclAllgather(send, recv, count, qcclFloat32, &t, c, nullptr), c, "qcclAllgather");
+    else
+      qc(qcclAllreduce(send, recv, count, qcclFloat32, qcclSum, &t, c, nullptr), c, "qcclAllreduce");
+  }
+  size_t recvCount(size_t count) const { return a.allgather ? count * gSize : count; }
+  // Bytes each rank sends in the fp32 ring (the uncompressed baseline's wire traffic).
+  double fp32WireBytes(size_t count) const {
+    return a.allgather ? 4.0 * count * (gSize - 1) : 4.0 * count * 2.0 * (gSize - 1) / gSize;
+  }
+};
+
+// Element i of rank r's result that a correct exact collective gives.
+double exactResult(const Bench& b, size_t count, size_t i) {
+  if (b.a.allgather) return input(static_cast<int>(i / count), i % count);
+  double s = 0;
+  for (int r = 0; r < gSize; ++r) s += input(r, i);
+  return s;
+}
+
+// Rank 0 only: the same collective over the loopback transport with the same config and inputs.
+std::vector<float> replay(const Bench& b, size_t count, const qcclTensorOpts_t& t) {
+  std::vector<qcclComm_t> comms(gSize);
+  qc(qcclCommInitLoopback(comms.data(), gSize, &b.cfg), nullptr, "qcclCommInitLoopback");
+  std::vector<float> out(b.recvCount(count));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < gSize; ++r) {
+    threads.emplace_back([&, r] {
+      std::vector<float> send(count), recv(b.recvCount(count));
+      for (size_t i = 0; i < count; ++i) send[i] = input(r, i);
+      b.run(send.data(), recv.data(), count, t, comms[r]);
+      if (r == 0) out.swap(recv);
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (auto c : comms) qcclCommDestroy(c);
+  return out;
+}
+
+// -c 1: one more call on a fresh tensor id; counts wrong elements (see kHelp) and the error.
+void checkSize(const Bench& b, const float* send, size_t count, uint64_t id, Row* row) {
+  size_t rc = b.recvCount(count);
+  std::vector<float> recv(rc), ref(rc);
+  qcclTensorOpts_t t = b.opts;
+  t.id = id;
+  b.run(send, recv.data(), count, t, b.comm);
+  std::memcpy(ref.data(), recv.data(), rc * sizeof(float));
+  MPI_Bcast(ref.data(), static_cast<int>(rc), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  uint64_t wrong = 0;
+  for (size_t i = 0; i < rc; ++i)
+    wrong += std::memcmp(&recv[i], &ref[i], sizeof(float)) != 0 || !std::isfinite(recv[i]);
+  double err2 = 0, ref2 = 0;
+  if (gRank == 0) {
+    bool lossless = t.codec == qcclCodecNone;
+    std::vector<float> rep;
+    if (!lossless) rep = replay(b, count, t);
+    for (size_t i = 0; i < rc; ++i) {
+      double ex = exactResult(b, count, i);
+      err2 += (recv[i] - ex) * (recv[i] - ex);
+      ref2 += ex * ex;
+      if (lossless ? recv[i] != static_cast<float>(ex) : std::memcmp(&recv[i], &rep[i], sizeof(float)) != 0) ++wrong;
+    }
+  }
+  MPI_Allreduce(&wrong, &row->wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  row->relErr = ref2 > 0 ? std::sqrt(err2 / ref2) : 0.0;
+  MPI_Bcast(&row->relErr, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  qc(qcclTensorRelease(b.comm, id), b.comm, "qcclTensorRelease");
+}
+
+// Single-thread encode and decodeAdd throughput of the codec under test on rank 0, in GB/s of fp32.
+void measureCodec(Bench* b) {
+  if (gRank == 0 && b->opts.codec != qcclCodecNone) {
+    qccl::CodecConfig cc;
+    cc.codec = static_cast<qccl::CodecId>(b->opts.codec);
+    cc.bits = b->opts.bits;
+    cc.bucket = static_cast<uint32_t>(b->cfg.bucket);
+    cc.stochastic = b->cfg.stochastic != 0;
+    const size_t n = 4 << 20;
+    std::vector<float> x(n), res(n, 0.0f), out(n, 0.0f);
+    for (size_t i = 0; i < n; ++i) x[i] = input(0, i);
+    std::vector<char> wire(qccl::encodedBytes(cc, n));
+    double enc = 1e30, dec = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      auto t0 = std::chrono::steady_clock::now();
+      qccl::encode(cc, x.data(), res.data(), n, wire.data(), wire.size());
+      auto t1 = std::chrono::steady_clock::now();
+      qccl::decodeAdd(wire.data(), wire.size(), out.data(), n);
+      auto t2 = std::chrono::steady_clock::now();
+      enc = std::min(enc, std::chrono::duration<double>(t1 - t0).count());
+      dec = std::min(dec, std::chrono::duration<double>(t2 - t1).count());
+    }
+    b->encGBps = 4.0 * n / enc / 1e9;
+    b->decGBps = 4.0 * n / dec / 1e9;
+  }
+  MPI_Bcast(&b->encGBps, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  MPI_Bcast(&b->decGBps, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+}
+
+double breakevenGbit(const Bench& b, size_t count, double wireBytes) {
+  if (b.encGBps <= 0 || b.decGBps <= 0) return -1;
+  double n = gSize, c = static_cast<double>(count);
+  double tCodec = b.a.allgather ? 4 * c / (b.encGBps * 1e9) + 4 * c * n / (b.decGBps * 1e9)
+                                : 4 * c * (1 + 1 / n) / (b.encGBps * 1e9) + 8 * c / (b.decGBps * 1e9);
+  double saved = b.fp32WireBytes(count) - wireBytes;
+  return saved > 0 ? saved / tCodec * 8 / 1e9 : 0.0;
+}
+
+Row benchSize(Bench& b, size_t size, uint64_t idx) {
+  Row row;
+  row.size = size;
+  size_t count = b.a.allgather ? size / 4 / gSize : size / 4;
+  row.count = count;
+  size_t rc = b.recvCount(count);
+  std::vector<float> send(count), recv(rc);
+  for (size_t i = 0; i < count; ++i) send[i] = input(gRank, i);
+  qcclTensorOpts_t t = b.opts;
+  t.id = 1000 + idx;
+  qcclStats_t s0, s1;
+  qc(qcclCommGetStats(b.comm, &s0), b.comm, "stats");
+  row.timeS = timeIt(b.a, [&] { b.run(send.data(), recv.data(), count, t, b.comm); });
+  qc(qcclCommGetStats(b.comm, &s1), b.comm, "stats");
+  double wire = static_cast<double>(s1.bytesSent - s0.bytesSent) / (b.a.iters + b.a.warmup);
+  MPI_Allreduce(&wire, &row.wireBytes, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  row.ratio = row.wireBytes > 0 ? b.fp32WireBytes(count) / row.wireBytes : 0.0;
+  uint64_t mem = s1.residualBytes + s1.peakStagingBytes;
+  MPI_Allreduce(&mem, &row.peakMem, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  qc(qcclTensorRelease(b.comm, t.id), b.comm, "qcclTensorRelease");
+
+  row.mpiTimeS = timeIt(b.a, [&] {
+    int c = static_cast<int>(count);
+    if (b.a.allgather)
+      MPI_Allgather(send.data(), c, MPI_FLOAT, recv.data(), c, MPI_FLOAT, MPI_COMM_WORLD);
+    else
+      MPI_Allreduce(send.data(), recv.data(), c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  });
+  qcclTensorOpts_t f16 = QCCL_TENSOR_OPTS_INIT;
+  f16.id = 2000 + idx;
+  f16.codec = qcclCodecFp16;
+  f16.algo = b.a.allgather ? -1 : qcclAlgoRing;
+  row.fp16TimeS = timeIt(b.a, [&] { b.run(send.data(), recv.data(), count, f16, b.comm); });
+  qc(qcclTensorRelease(b.comm, f16.id), b.comm, "qcclTensorRelease");
+
+  if (b.a.check) checkSize(b, send.data(), count, 3000 + idx, &row);
+  if (b.opts.codec != qcclCodecNone) row.breakevenGbit = breakevenGbit(b, count, row.wireBytes);
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  uint64_t rss = static_cast<uint64_t>(ru.ru_maxrss) * 1024;
+  MPI_Allreduce(&rss, &row.maxRss, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  return row;
+}
+
+const char* codecLabel(int codec) { return qccl::codecName(static_cast<qccl::CodecId>(codec)); }
+
+void printHeader(const Bench& b) {
+  const Args& a = b.a;
+  if (a.csv) {
+    std::printf(
+        "size,count,codec,bits,algo,transport,nranks,time_s,algbw,busbw,wire_bytes,ratio,rel_err,wrong,"
+        "peak_mem_bytes,max_rss_bytes,mpi_time_s,fp16_time_s,speedup_vs_mpi,speedup_vs_fp16,breakeven_gbit\n");
+  } else if (!a.json) {
+    std::printf("# qccl-bench %s: %d ranks, transport %s, codec %s, bits %d, algo %s, check %d\n",
+                a.allgather ? "allgather" : "allreduce", gSize, a.transport.c_str(), codecLabel(b.opts.codec),
+                b.wireBits, algoName(b.opts.algo), a.check);
+    if (b.opts.codec != qcclCodecNone)
+      std::printf("# codec throughput (rank 0, one thread): encode %.2f GB/s, decodeAdd %.2f GB/s of fp32\n", b.encGBps,
+                  b.decGBps);
+    std::printf("#%11s %10s %10s %7s %7s %11s %6s %9s %6s %8s %10s %10s %6s %6s %9s\n", "size", "count", "time_us",
+                "algbw", "busbw", "wire_B", "ratio", "rel_err", "wrong", "peak_MB", "mpi_us", "fp16_us", "x_mpi",
+                "x_fp16", "brkev_Gb");
+  }
+}
+
+void printRow(const Bench& b, const Row& r) {
+  double algbw = r.size / r.timeS / 1e9;
+  double factor = b.a.allgather ? (gSize - 1.0) / gSize : 2.0 * (gSize - 1.0) / gSize;
+  double busbw = algbw * factor, xm = r.mpiTimeS / r.timeS, xf = r.fp16TimeS / r.timeS;
+  const char* codec = codecLabel(b.opts.codec);
+  const char* algo = b.a.allgather ? "allgather" : algoName(b.opts.algo);
+  if (b.a.json) {
+    std::printf(
+        "{\"collective\":\"%s\",\"size\":%zu,\"count\":%zu,\"codec\":\"%s\",\"bits\":%d,\"algo\":\"%s\","
+        "\"transport\":\"%s\",\"nranks\":%d,\"time_s\":%.9g,\"algbw\":%.6g,\"busbw\":%.6g,"
+        "\"wire_bytes\":%.0f,\"ratio\":%.6g,\"rel_err\":%.6g,\"wrong\":%llu,\"peak_mem_bytes\":%llu,"
+        "\"max_rss_bytes\":%llu,\"mpi_time_s\":%.9g,\"fp16_time_s\":%.9g,\"speedup_vs_mpi\":%.6g,"
+        "\"speedup_vs_fp16\":%.6g,\"encode_gbps\":%.6g,\"decode_gbps\":%.6g,\"breakeven_gbit\":%.6g,"
+        "\"checked\":%s}\n",
+        b.a.allgather ? "allgather" : "allreduce", r.size, r.count, codec, b.wireBits, algo, b.a.transport.c_str(),
+        gSize, r.timeS, algbw, busbw, r.wireBytes, r.ratio, r.relErr, (unsigned long long)r.wrong,
+        (unsigned long long)r.peakMem, (unsigned long long)r.maxRss, r.mpiTimeS, r.fp16TimeS, xm, xf, b.encGBps,
+        b.decGBps, r.breakevenGbit, b.a.check ? "true" : "false");
+  } else if (b.a.csv) {
+    std::printf("%zu,%zu,%s,%d,%s,%s,%d,%.9g,%.6g,%.6g,%.0f,%.6g,%.6g,%llu,%llu,%llu,%.9g,%.9g,%.6g,%.6g,%.6g\n",
+                r.size, r.count, codec, b.wireBits, algo, b.a.transport.c_str(), gSize, r.timeS, algbw, busbw,
+                r.wireBytes, r.ratio, r.relErr, (unsigned long long)r.wrong, (unsigned long long)r.peakMem,
+                (unsigned long long)r.maxRss, r.mpiTimeS, r.fp16TimeS, xm, xf, r.breakevenGbit);
+  } else {
+    std::printf("%12zu %10zu %10.1f %7.2f %7.2f %11.0f %6.2f %9.2e %6llu %8.1f %10.1f %10.1f %6.2f %6.2f %9.2f\n",
+                r.size, r.count, r.timeS * 1e6, algbw, busbw, r.wireBytes, r.ratio, r.relErr,
+                (unsigned long long)r.wrong, r.peakMem / 1048576.0, r.mpiTimeS * 1e6, r.fp16TimeS * 1e6, xm, xf,
+                r.breakevenGbit);
+  }
+  std::fflush(stdout);
+}
+
+qcclComm_t makeComm(const Bench& b) {
+  qcclComm_t comm = nullptr;
+  if (b.a.transport == "ucx") {
+    qcclUniqueId id;
+    std::memset(&id, 0, sizeof(id));
+    if (gRank == 0) qc(qcclGetUniqueId(&id), nullptr, "qcclGetUniqueId");
+    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+    qc(qcclCommInitRank(&comm, gSize, id, gRank, &b.cfg), nullptr, "qcclCommInitRank");
+  } else {
+    qc(qcclCommInitMpi(&comm, MPI_COMM_WORLD, &b.cfg), nullptr, "qcclCommInitMpi");
+  }
+  return comm;
+}
+
+void setup(Bench* b) {
+  qc(qcclConfigInit(&b->cfg), nullptr, "qcclConfigInit (check the QCCL_* variables)");
+  try {
+    if (!b->a.codec.empty()) b->cfg.codec = static_cast<int>(qccl::parseCodecName(b->a.codec));
+  } catch (const std::exception& e) {
+    fatal(e.what());
+  }
+  if (b->a.bits > 0) b->cfg.bits = b->a.bits;
+  if (!b->a.algo.empty()) b->cfg.algo = algoFromName(b->a.algo);
+  b->opts.codec = b->cfg.codec;
+  b->opts.bits = b->cfg.bits;
+  try {
+    qccl::CodecConfig cc;
+    cc.codec = static_cast<qccl::CodecId>(b->cfg.codec);
+    cc.bits = b->cfg.bits;
+    b->wireBits = qccl::resolveConfig(cc).bits;
+  } catch (const std::exception& e) {
+    fatal(e.what());
+  }
+  b->opts.algo = b->a.allgather ? -1 : b->cfg.algo;
+}
+
+}  // namespace
+
+int runCollBench(const char* which, int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &gRank);
+  MPI_Comm_size(MPI_COMM_WORLD, &gSize);
+  Bench b;
+  b.a.allgather = std::strcmp(which, "allgather") == 0;
+  if (!parseArgs(argc, argv, &b.a)) {
+    MPI_Finalize();
+    return 0;
+  }
+  setup(&b);
+  b.comm = makeComm(b);
+  measureCodec(&b);
+  if (gRank == 0) printHeader(b);
+  uint64_t idx = 0, wrong = 0;
+  for (size_t size = b.a.minBytes; size <= b.a.maxBytes; ++idx) {
+    Row r = benchSize(b, size, idx);
+    wrong += r.wrong;
+    if (gRank == 0) printRow(b, r);
+    size_t next = static_cast<size_t>(static_cast<double>(size) * b.a.factor);
+    if (next <= size) break;
+    size = next;
+  }
+  qc(qcclCommDestroy(b.comm), nullptr, "qcclCommDestroy");
+  if (gRank == 0 && b.a.check && !b.a.json && !b.a.csv)
+    std::printf("# wrong elements in total: %llu%s\n", (unsigned long long)wrong, wrong ? " (FAILED)" : "");
+  MPI_Finalize();
+  return wrong == 0 ? 0 : 1;  // -c 1 fails the run on any wrong element, like nccl-tests
+}
