@@ -88,22 +88,25 @@ cpu::BucketCtx makeCtx(const CodecConfig& cfg, uint64_t rngOffset) {
   return ctx;
 }
 
-WireInfo decodeImpl(const void* in, size_t bytes, float* out, size_t n, bool add) {
+}  // namespace
+
+namespace cpu {
+
+WireInfo decodeWith(const Kernels& k, const void* in, size_t bytes, float* out, size_t n, bool add) {
   WireInfo info = parseWire(in, bytes);
   if (info.count != n)
     QCCL_THROW(ErrorCode::kMismatch,
                "wire: count " + std::to_string(info.count) + " but the caller expects " + std::to_string(n));
   QCCL_CHECK(out != nullptr || n == 0, ErrorCode::kInvalidArgument, "decode: null output");
   if (n == 0) return info;
-  const cpu::Kernels& k = cpu::activeKernels();
   const uint8_t* payload = static_cast<const uint8_t*>(in) + kWireHeaderBytes;
   const CodecConfig& cfg = info.cfg;
   if (isCast(cfg.codec)) {
     k.castDecode[static_cast<int>(cfg.codec)](payload, n, out, add);
     return info;
   }
-  cpu::BucketCtx ctx = makeCtx(cfg, 0);
-  cpu::BucketDecodeFn fn = k.bucketDecode[static_cast<int>(cfg.codec)];
+  BucketCtx ctx = makeCtx(cfg, 0);
+  BucketDecodeFn fn = k.bucketDecode[static_cast<int>(cfg.codec)];
   for (size_t base = 0; base < n; base += cfg.bucket) {
     uint32_t m = static_cast<uint32_t>(n - base < cfg.bucket ? n - base : cfg.bucket);
     fn(ctx, payload, m, out + base, add);
@@ -112,7 +115,7 @@ WireInfo decodeImpl(const void* in, size_t bytes, float* out, size_t n, bool add
   return info;
 }
 
-}  // namespace
+}  // namespace cpu
 
 void validateConfig(const CodecConfig& cfg) {
   int c = static_cast<int>(cfg.codec);
@@ -146,8 +149,10 @@ double compressionRatio(const CodecConfig& cfg, size_t n) {
   return 4.0 * static_cast<double>(n) / static_cast<double>(encodedBytes(cfg, n));
 }
 
-size_t encode(const CodecConfig& cfg, const float* in, float* residual, size_t n, void* out, size_t outCapacity,
-              const EncodeParams& params) {
+namespace cpu {
+
+size_t encodeWith(const Kernels& k, const CodecConfig& cfg, const float* in, float* residual, size_t n, void* out,
+                  size_t outCapacity, const EncodeParams& params) {
   CodecConfig r = resolveConfig(cfg);
   size_t total = encodedBytes(r, n);
   QCCL_CHECK(out != nullptr, ErrorCode::kInvalidArgument, "encode: null output");
@@ -155,14 +160,13 @@ size_t encode(const CodecConfig& cfg, const float* in, float* residual, size_t n
   QCCL_CHECK(outCapacity >= total, ErrorCode::kInvalidArgument,
              "encode: output capacity " + std::to_string(outCapacity) + " < " + std::to_string(total) + " bytes");
 
-  const cpu::Kernels& k = cpu::activeKernels();
   uint8_t* payload = static_cast<uint8_t*>(out) + kWireHeaderBytes;
   bool nonFinite = false;
   if (n > 0 && isCast(r.codec)) {
     nonFinite = k.castEncode[static_cast<int>(r.codec)](in, residual, n, payload);
   } else if (n > 0) {
-    cpu::BucketCtx ctx = makeCtx(r, params.rngOffset);
-    cpu::BucketEncodeFn fn = k.bucketEncode[static_cast<int>(r.codec)];
+    BucketCtx ctx = makeCtx(r, params.rngOffset);
+    BucketEncodeFn fn = k.bucketEncode[static_cast<int>(r.codec)];
     uint8_t* p = payload;
     for (size_t base = 0; base < n; base += r.bucket) {
       uint32_t m = static_cast<uint32_t>(n - base < r.bucket ? n - base : r.bucket);
@@ -184,6 +188,13 @@ size_t encode(const CodecConfig& cfg, const float* in, float* residual, size_t n
   h.payloadBytes = total - kWireHeaderBytes;
   std::memcpy(out, &h, sizeof(h));
   return total;
+}
+
+}  // namespace cpu
+
+size_t encode(const CodecConfig& cfg, const float* in, float* residual, size_t n, void* out, size_t outCapacity,
+              const EncodeParams& params) {
+  return cpu::encodeWith(cpu::activeKernels(), cfg, in, residual, n, out, outCapacity, params);
 }
 
 WireInfo parseWire(const void* in, size_t bytes) {
@@ -224,9 +235,13 @@ WireInfo parseWire(const void* in, size_t bytes) {
   return info;
 }
 
-WireInfo decode(const void* in, size_t bytes, float* out, size_t n) { return decodeImpl(in, bytes, out, n, false); }
+WireInfo decode(const void* in, size_t bytes, float* out, size_t n) {
+  return cpu::decodeWith(cpu::activeKernels(), in, bytes, out, n, false);
+}
 
-WireInfo decodeAdd(const void* in, size_t bytes, float* out, size_t n) { return decodeImpl(in, bytes, out, n, true); }
+WireInfo decodeAdd(const void* in, size_t bytes, float* out, size_t n) {
+  return cpu::decodeWith(cpu::activeKernels(), in, bytes, out, n, true);
+}
 
 const char* codecName(CodecId id) noexcept {
   switch (id) {

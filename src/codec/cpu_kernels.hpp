@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "codec/codec_math.hpp"
+#include "qccl/codec.hpp"
 
 namespace qccl {
 namespace cpu {
@@ -63,10 +64,19 @@ const Kernels& scalarKernels();
 const Kernels* avx2Kernels();
 const Kernels* avx512Kernels();
 
+/// Fills the cast entries of an AVX-512 / AVX2 table (kernels_avx512_cast.cc, kernels_avx2.cc).
+void setAvx512Casts(Kernels* k);
+
 /// The kernels selected once at startup (QCCL_CPU_ISA caps the choice).
 const Kernels& activeKernels();
 /// Kernels for a named ISA if the CPU and the build support it, else null ("scalar", "avx2", "avx512").
 const Kernels* kernelsFor(const char* isa);
+
+/// encode() / decode() / decodeAdd() with the given kernels instead of the active ones (the ISA
+/// equivalence tests run every available ISA in one process).
+size_t encodeWith(const Kernels& k, const CodecConfig& cfg, const float* in, float* residual, size_t n, void* out,
+                  size_t outCapacity, const EncodeParams& params);
+WireInfo decodeWith(const Kernels& k, const void* in, size_t bytes, float* out, size_t n, bool add);
 
 /// Canonical bucket sum (codec_math.hpp): 128 slots, 32 lanes of four, halving fold.
 inline float foldSlots(const float* acc) {

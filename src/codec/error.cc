@@ -6,18 +6,30 @@ namespace qccl {
 
 const char* errorCodeName(ErrorCode code) noexcept {
   switch (code) {
-    case ErrorCode::kSuccess: return "qcclSuccess";
-    case ErrorCode::kCudaError: return "qcclCudaError";
-    case ErrorCode::kSystemError: return "qcclSystemError";
-    case ErrorCode::kInternalError: return "qcclInternalError";
-    case ErrorCode::kInvalidArgument: return "qcclInvalidArgument";
-    case ErrorCode::kInvalidUsage: return "qcclInvalidUsage";
-    case ErrorCode::kRemoteError: return "qcclRemoteError";
-    case ErrorCode::kTimeout: return "qcclTimeout";
-    case ErrorCode::kMismatch: return "qcclMismatch";
-    case ErrorCode::kMalformed: return "qcclMalformed";
-    case ErrorCode::kCommFailed: return "qcclCommFailed";
-    case ErrorCode::kTransportError: return "qcclTransportError";
+    case ErrorCode::kSuccess:
+      return "qcclSuccess";
+    case ErrorCode::kCudaError:
+      return "qcclCudaError";
+    case ErrorCode::kSystemError:
+      return "qcclSystemError";
+    case ErrorCode::kInternalError:
+      return "qcclInternalError";
+    case ErrorCode::kInvalidArgument:
+      return "qcclInvalidArgument";
+    case ErrorCode::kInvalidUsage:
+      return "qcclInvalidUsage";
+    case ErrorCode::kRemoteError:
+      return "qcclRemoteError";
+    case ErrorCode::kTimeout:
+      return "qcclTimeout";
+    case ErrorCode::kMismatch:
+      return "qcclMismatch";
+    case ErrorCode::kMalformed:
+      return "qcclMalformed";
+    case ErrorCode::kCommFailed:
+      return "qcclCommFailed";
+    case ErrorCode::kTransportError:
+      return "qcclTransportError";
   }
   return "qcclUnknownError";
 }

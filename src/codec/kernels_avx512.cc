@@ -1,10 +1,379 @@
-// avx512 kernels (not yet vectorized: the scalar reference is used until they land).
+// AVX-512 kernels (F + BW + VL, F16C). Each function carries its own target attribute, so this
+// file needs no special compile flags and the dispatcher only calls it on CPUs that have the ISA.
+//
+// Byte-for-byte equal to the scalar reference: the vector code performs the same IEEE operations
+// per element, accumulates sums into the canonical 128 slots (16 lanes x 8 registers), and uses
+// no FMA (contraction is off project-wide). Buckets whose size is not a multiple of 32, buckets
+// that turn out non-finite, and stochastic maxmin are handed to the scalar kernel: they are rare
+// (one partial bucket per call) or bound by the scalar Philox stream.
+// GCC 12 reports -Wmaybe-uninitialized inside the AVX-512 intrinsic headers (their
+// _mm512_undefined_* self-initialization); the warning is about the headers, not this code.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <cstring>
+
 #include "codec/cpu_kernels.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+#define QCCL_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c,popcnt")))
+
+namespace qccl {
+namespace cpu {
+namespace {
+
+constexpr int kSlotRegs = math::kReduceSlots / 16;
+
+inline void storeU32(uint8_t* p, uint32_t u) { std::memcpy(p, &u, 4); }
+inline uint16_t loadU16(const uint8_t* p) {
+  uint16_t u;
+  std::memcpy(&u, p, 2);
+  return u;
+}
+inline void storeF32(uint8_t* p, float f) { std::memcpy(p, &f, 4); }
+inline float loadF32(const uint8_t* p) {
+  float f;
+  std::memcpy(&f, p, 4);
+  return f;
+}
+
+bool scalarEncode(CodecId c, const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
+                  uint8_t* block) {
+  return scalarKernels().bucketEncode[(int)c](ctx, in, res, m, base, block);
+}
+void scalarDecode(CodecId c, const BucketCtx& ctx, const uint8_t* block, uint32_t m, float* out, bool add) {
+  scalarKernels().bucketDecode[(int)c](ctx, block, m, out, add);
+}
+
+template <bool kRes>
+QCCL_TARGET_AVX512 inline __m512 stageV(const float* in, const float* res, size_t i) {
+  __m512 g = _mm512_loadu_ps(in + i);
+  if (kRes) g = _mm512_add_ps(g, _mm512_loadu_ps(res + i));
+  return g;
+}
+
+// Lanes holding NaN or +-Inf.
+QCCL_TARGET_AVX512 inline __mmask16 notFinite(__m512 v) {
+  return _mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(INFINITY), _CMP_NLT_UQ);
+}
+
+QCCL_TARGET_AVX512 inline __m512 addOut(__m512 d, const float* out, bool add) {
+  return add ? _mm512_add_ps(_mm512_loadu_ps(out), d) : d;
+}
+
+// ---------------------------------------------------------------------------------------------
+// onebit and signscale: sign bits from the >= 0 mask, sums in the canonical slots.
+// ---------------------------------------------------------------------------------------------
+struct SignStats {
+  float a[math::kReduceSlots], b[math::kReduceSlots];  // onebit: sums of v >= 0 / v < 0; signscale: a = sum |v|
+  uint32_t cntPos = 0;
+  __mmask16 bad = 0;
+};
+
+// Pass over memory: stage v, write the sign words, accumulate. m is a multiple of 32. The
+// accumulators are locals so that stores through the float pointers cannot alias them.
+template <bool kRes, bool kOneBit>
+QCCL_TARGET_AVX512 void signPass(const float* in, const float* res, uint32_t m, float* v, uint8_t* words,
+                                 SignStats* st) {
+  __m512 a[kSlotRegs], b[kSlotRegs];
+  for (int j = 0; j < kSlotRegs; ++j) a[j] = b[j] = _mm512_setzero_ps();
+  const __m512 zero = _mm512_setzero_ps();
+  uint32_t cnt = 0;
+  __mmask16 bad = 0;
+  for (uint32_t row = 0; row < m; row += math::kReduceSlots) {
+#pragma GCC unroll 4
+    for (int j = 0; j < kSlotRegs; j += 2) {
+      uint32_t i = row + 16 * j;
+      if (i >= m) break;
+      __m512 v0 = stageV<kRes>(in, res, i), v1 = stageV<kRes>(in, res, i + 16);
+      _mm512_storeu_ps(v + i, v0);
+      _mm512_storeu_ps(v + i + 16, v1);
+      bad |= notFinite(v0) | notFinite(v1);
+      __mmask16 g0 = _mm512_cmp_ps_mask(v0, zero, _CMP_GE_OQ), g1 = _mm512_cmp_ps_mask(v1, zero, _CMP_GE_OQ);
+      storeU32(words + i / 8, (uint32_t)g0 | (uint32_t)g1 << 16);
+      if (kOneBit) {
+        a[j] = _mm512_mask_add_ps(a[j], g0, a[j], v0);
+        b[j] = _mm512_mask_add_ps(b[j], (__mmask16)~g0, b[j], v0);
+        a[j + 1] = _mm512_mask_add_ps(a[j + 1], g1, a[j + 1], v1);
+        b[j + 1] = _mm512_mask_add_ps(b[j + 1], (__mmask16)~g1, b[j + 1], v1);
+        cnt += (uint32_t)__builtin_popcount((uint32_t)g0 | (uint32_t)g1 << 16);
+      } else {
+        a[j] = _mm512_add_ps(a[j], _mm512_abs_ps(v0));
+        a[j + 1] = _mm512_add_ps(a[j + 1], _mm512_abs_ps(v1));
+      }
+    }
+  }
+  for (int j = 0; j < kSlotRegs; ++j) {
+    _mm512_storeu_ps(st->a + 16 * j, a[j]);
+    _mm512_storeu_ps(st->b + 16 * j, b[j]);
+  }
+  st->cntPos = cnt;
+  st->bad = bad;
+}
+
+// residual = v - (v >= 0 ? hi : lo), from the staged v (L1).
+QCCL_TARGET_AVX512 void signResidual(const float* v, uint32_t m, float hi, float lo, float* res) {
+  const __m512 h = _mm512_set1_ps(hi), l = _mm512_set1_ps(lo), zero = _mm512_setzero_ps();
+  for (uint32_t i = 0; i < m; i += 16) {
+    __m512 x = _mm512_loadu_ps(v + i);
+    __mmask16 ge = _mm512_cmp_ps_mask(x, zero, _CMP_GE_OQ);
+    _mm512_storeu_ps(res + i, _mm512_sub_ps(x, _mm512_mask_blend_ps(ge, l, h)));
+  }
+}
+
+template <bool kRes, bool kOneBit>
+QCCL_TARGET_AVX512 bool encodeSignT(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
+                                    uint8_t* block) {
+  const CodecId c = kOneBit ? CodecId::kOneBit : CodecId::kSignScale;
+  if (m % 32) return scalarEncode(c, ctx, in, res, m, base, block);
+  const uint32_t meta = kOneBit ? 8 : 4;
+  SignStats st;
+  signPass<kRes, kOneBit>(in, res, m, ctx.scratch, block + meta, &st);
+  if (st.bad) return scalarEncode(c, ctx, in, res, m, base, block);
+  float hi, lo;
+  if (kOneBit) {
+    uint32_t cntNeg = m - st.cntPos;
+    hi = st.cntPos ? foldSlots(st.a) / (float)st.cntPos : 0.0f;
+    lo = cntNeg ? foldSlots(st.b) / (float)cntNeg : 0.0f;
+  } else {
+    hi = foldSlots(st.a) / (float)m;
+    lo = -hi;
+  }
+  if (!math::isFinite(hi) || !math::isFinite(lo)) return scalarEncode(c, ctx, in, res, m, base, block);
+  storeF32(block, hi);
+  if (kOneBit) storeF32(block + 4, lo);
+  if (kRes) signResidual(ctx.scratch, m, hi, lo, res);
+  return false;
+}
+
+template <bool kOneBit>
+QCCL_TARGET_AVX512 bool encodeSign(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
+                                   uint8_t* block) {
+  return res ? encodeSignT<true, kOneBit>(ctx, in, res, m, base, block)
+             : encodeSignT<false, kOneBit>(ctx, in, res, m, base, block);
+}
+
+template <bool kOneBit>
+QCCL_TARGET_AVX512 void decodeSign(const BucketCtx& ctx, const uint8_t* block, uint32_t m, float* out, bool add) {
+  const CodecId c = kOneBit ? CodecId::kOneBit : CodecId::kSignScale;
+  if (m % 16) return scalarDecode(c, ctx, block, m, out, add);
+  float hi = loadF32(block), lo = kOneBit ? loadF32(block + 4) : -hi;
+  const uint8_t* words = block + (kOneBit ? 8 : 4);
+  const __m512 h = _mm512_set1_ps(hi), l = _mm512_set1_ps(lo);
+  for (uint32_t i = 0; i < m; i += 16) {
+    __mmask16 bits = loadU16(words + i / 8);
+    _mm512_storeu_ps(out + i, addOut(_mm512_mask_blend_ps(bits, l, h), out + i, add));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// maxmin (round to nearest): min/max pass, then quantize + pack + residual from L1.
+// ---------------------------------------------------------------------------------------------
+template <bool kRes>
+QCCL_TARGET_AVX512 bool minMaxPass(const float* in, const float* res, uint32_t m, float* v, float* mn, float* mx) {
+  __m512 lo = _mm512_set1_ps(INFINITY), hi = _mm512_set1_ps(-INFINITY);
+  __mmask16 bad = 0;
+  for (uint32_t i = 0; i < m; i += 16) {
+    __m512 x = stageV<kRes>(in, res, i);
+    _mm512_storeu_ps(v + i, x);
+    bad |= notFinite(x);
+    lo = _mm512_min_ps(lo, x);
+    hi = _mm512_max_ps(hi, x);
+  }
+  *mn = _mm512_reduce_min_ps(lo);
+  *mx = _mm512_reduce_max_ps(hi);
+  return bad == 0;
+}
+
+// Packs 32 levels (one per byte of x) into 32 * bits / 8 bytes at p.
+QCCL_TARGET_AVX512 inline void packLevels(__m256i x, int bits, uint8_t* p) {
+  if (bits == 8) {
+    _mm256_storeu_si256((__m256i*)p, x);
+  } else if (bits == 4) {
+    __m256i y = _mm256_or_si256(x, _mm256_srli_epi16(x, 4));
+    _mm_storeu_si128((__m128i*)p, _mm256_cvtepi16_epi8(y));
+  } else {
+    __m256i y = _mm256_or_si256(_mm256_or_si256(x, _mm256_srli_epi32(x, 6)),
+                                _mm256_or_si256(_mm256_srli_epi32(x, 12), _mm256_srli_epi32(x, 18)));
+    _mm_storel_epi64((__m128i*)p, _mm256_cvtepi32_epi8(y));
+  }
+}
+
+// One level per element, as in math::maxminLevel with u = 0.5f; returns the float level too.
+QCCL_TARGET_AVX512 inline __m512 levelOf(__m512 x, __m512 mn, __m512 inv, __m512 top) {
+  __m512 t = _mm512_mul_ps(_mm512_sub_ps(x, mn), inv);
+  __m512 q = _mm512_roundscale_ps(_mm512_add_ps(t, _mm512_set1_ps(0.5f)), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  return _mm512_min_ps(_mm512_max_ps(q, _mm512_setzero_ps()), top);
+}
+
+template <bool kRes>
+QCCL_TARGET_AVX512 void quantizePass(const float* v, uint32_t m, const math::MaxMinParams& p, int bits, uint8_t* words,
+                                     float* res) {
+  const __m512 mn = _mm512_set1_ps(p.mn), inv = _mm512_set1_ps(p.inv), step = _mm512_set1_ps(p.step);
+  const __m512 top = _mm512_set1_ps((float)p.levels);
+  for (uint32_t i = 0; i < m; i += 32) {
+    __m512 x0 = _mm512_loadu_ps(v + i), x1 = _mm512_loadu_ps(v + i + 16);
+    __m512 q0 = levelOf(x0, mn, inv, top), q1 = levelOf(x1, mn, inv, top);
+    __m128i b0 = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(q0)), b1 = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(q1));
+    packLevels(_mm256_inserti128_si256(_mm256_castsi128_si256(b0), b1, 1), bits, words + i * bits / 8);
+    if (kRes) {
+      _mm512_storeu_ps(res + i, _mm512_sub_ps(x0, _mm512_add_ps(mn, _mm512_mul_ps(q0, step))));
+      _mm512_storeu_ps(res + i + 16, _mm512_sub_ps(x1, _mm512_add_ps(mn, _mm512_mul_ps(q1, step))));
+    }
+  }
+}
+
+template <bool kRes>
+QCCL_TARGET_AVX512 bool encodeMaxMinT(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
+                                      uint8_t* block) {
+  float mn, mx;
+  if (!minMaxPass<kRes>(in, res, m, ctx.scratch, &mn, &mx))
+    return scalarEncode(CodecId::kMaxMin, ctx, in, res, m, base, block);
+  math::MaxMinParams p = math::maxminParams(mn + 0.0f, mx + 0.0f, ctx.bits);
+  storeF32(block, p.mn);
+  storeF32(block + 4, p.mx);
+  quantizePass<kRes>(ctx.scratch, m, p, ctx.bits, block + 8, res);
+  return false;
+}
+
+QCCL_TARGET_AVX512 bool encodeMaxMin(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
+                                     uint8_t* block) {
+  if (m % 32 || ctx.stochastic) return scalarEncode(CodecId::kMaxMin, ctx, in, res, m, base, block);
+  return res ? encodeMaxMinT<true>(ctx, in, res, m, base, block) : encodeMaxMinT<false>(ctx, in, res, m, base, block);
+}
+
+// 16 levels starting at element i of the packed words.
+QCCL_TARGET_AVX512 inline __m512i unpackLevels(const uint8_t* words, uint32_t i, int bits) {
+  if (bits == 8) return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(words + i)));
+  __m128i src, shift;
+  if (bits == 4) {
+    __m128i b = _mm_loadl_epi64((const __m128i*)(words + i / 2));
+    src = _mm_unpacklo_epi8(b, b);
+    shift = _mm_set1_epi16(0x0400);  // lane shifts 0,4,0,4,...
+  } else {
+    uint32_t w;
+    std::memcpy(&w, words + i / 4, 4);
+    src = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)w), _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+    shift = _mm_set1_epi32(0x06040200);  // lane shifts 0,2,4,6,...
+  }
+  __m512i q = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(src), _mm512_cvtepu8_epi32(shift));
+  return _mm512_and_si512(q, _mm512_set1_epi32((1 << bits) - 1));
+}
+
+QCCL_TARGET_AVX512 void decodeMaxMin(const BucketCtx& ctx, const uint8_t* block, uint32_t m, float* out, bool add) {
+  if (m % 16) return scalarDecode(CodecId::kMaxMin, ctx, block, m, out, add);
+  float mnS = loadF32(block), mxS = loadF32(block + 4);
+  const __m512 mn = _mm512_set1_ps(mnS), step = _mm512_set1_ps(math::maxminStep(mnS, mxS, ctx.bits));
+  for (uint32_t i = 0; i < m; i += 16) {
+    __m512 q = _mm512_cvtepi32_ps(unpackLevels(block + 8, i, ctx.bits));
+    _mm512_storeu_ps(out + i, addOut(_mm512_add_ps(mn, _mm512_mul_ps(q, step)), out + i, add));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// dyn8: absmax pass, then a 7-step gathered binary search over the thresholds.
+// ---------------------------------------------------------------------------------------------
+QCCL_TARGET_AVX512 inline __m512i dyn8Codes(__m512 x, __m512 absmax, const float* thr) {
+  __m512 a = _mm512_div_ps(_mm512_abs_ps(x), absmax);
+  __m512i lo = _mm512_setzero_si512();
+  for (int s = 64; s >= 1; s >>= 1) {
+    __m512i idx = _mm512_add_epi32(lo, _mm512_set1_epi32(s - 1));
+    __mmask16 inRange = _mm512_cmplt_epi32_mask(idx, _mm512_set1_epi32(127));
+    __m512 t = _mm512_mask_i32gather_ps(_mm512_set1_ps(INFINITY), inRange, idx, thr, 4);
+    __mmask16 up = _mm512_cmp_ps_mask(a, t, _CMP_GT_OQ);
+    lo = _mm512_mask_add_epi32(lo, up, lo, _mm512_set1_epi32(s));
+  }
+  __mmask16 neg =
+      _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ) & _mm512_cmpneq_epi32_mask(lo, _mm512_setzero_si512());
+  return _mm512_mask_or_epi32(lo, neg, lo, _mm512_set1_epi32(0x80));
+}
+
+QCCL_TARGET_AVX512 inline __m512 dyn8Values(__m512i code, __m512 absmax, const float* mag) {
+  __m512i idx = _mm512_and_si512(code, _mm512_set1_epi32(0x7f));
+  __m512 v = _mm512_mul_ps(_mm512_i32gather_ps(idx, mag, 4), absmax);
+  __mmask16 neg = _mm512_test_epi32_mask(code, _mm512_set1_epi32(0x80));
+  // Flip the sign bit (not 0 - v) so a hostile code 0x80 decodes to -0.0f as in the scalar path.
+  __m512i bits = _mm512_castps_si512(v);
+  return _mm512_castsi512_ps(_mm512_mask_xor_epi32(bits, neg, bits, _mm512_set1_epi32((int)0x80000000u)));
+}
+
+template <bool kRes>
+QCCL_TARGET_AVX512 bool encodeDyn8T(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
+                                    uint8_t* block) {
+  float* v = ctx.scratch;
+  __m512 amax = _mm512_setzero_ps();
+  __mmask16 bad = 0;
+  for (uint32_t i = 0; i < m; i += 16) {
+    __m512 x = stageV<kRes>(in, res, i);
+    _mm512_storeu_ps(v + i, x);
+    bad |= notFinite(x);
+    amax = _mm512_max_ps(amax, _mm512_abs_ps(x));
+  }
+  float absmax = _mm512_reduce_max_ps(amax);
+  if (bad || absmax == 0.0f) return scalarEncode(CodecId::kDyn8, ctx, in, res, m, base, block);
+  storeF32(block, absmax);
+  const __m512 am = _mm512_set1_ps(absmax);
+  for (uint32_t i = 0; i < m; i += 16) {
+    __m512 x = _mm512_loadu_ps(v + i);
+    __m512i code = dyn8Codes(x, am, ctx.dyn8->threshold);
+    _mm_storeu_si128((__m128i*)(block + 4 + i), _mm512_cvtepi32_epi8(code));
+    if (kRes) _mm512_storeu_ps(res + i, _mm512_sub_ps(x, dyn8Values(code, am, ctx.dyn8->magnitude)));
+  }
+  return false;
+}
+
+QCCL_TARGET_AVX512 bool encodeDyn8(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
+                                   uint8_t* block) {
+  if (m % 16) return scalarEncode(CodecId::kDyn8, ctx, in, res, m, base, block);
+  return res ? encodeDyn8T<true>(ctx, in, res, m, base, block) : encodeDyn8T<false>(ctx, in, res, m, base, block);
+}
+
+QCCL_TARGET_AVX512 void decodeDyn8(const BucketCtx& ctx, const uint8_t* block, uint32_t m, float* out, bool add) {
+  if (m % 16) return scalarDecode(CodecId::kDyn8, ctx, block, m, out, add);
+  const __m512 am = _mm512_set1_ps(loadF32(block));
+  for (uint32_t i = 0; i < m; i += 16) {
+    __m512i code = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(block + 4 + i)));
+    _mm512_storeu_ps(out + i, addOut(dyn8Values(code, am, ctx.dyn8->magnitude), out + i, add));
+  }
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace qccl
 
 namespace qccl {
 namespace cpu {
 
-const Kernels* avx512Kernels() { return nullptr; }
+const Kernels* avx512Kernels() {
+  static const Kernels k = [] {
+    Kernels r = scalarKernels();
+    r.isa = "avx512";
+    r.bucketEncode[(int)CodecId::kOneBit] = encodeSign<true>;
+    r.bucketDecode[(int)CodecId::kOneBit] = decodeSign<true>;
+    r.bucketEncode[(int)CodecId::kSignScale] = encodeSign<false>;
+    r.bucketDecode[(int)CodecId::kSignScale] = decodeSign<false>;
+    r.bucketEncode[(int)CodecId::kMaxMin] = encodeMaxMin;
+    r.bucketDecode[(int)CodecId::kMaxMin] = decodeMaxMin;
+    r.bucketEncode[(int)CodecId::kDyn8] = encodeDyn8;
+    r.bucketDecode[(int)CodecId::kDyn8] = decodeDyn8;
+    setAvx512Casts(&r);  // kernels_avx512_cast.cc
+    return r;
+  }();
+  return &k;
+}
 
 }  // namespace cpu
 }  // namespace qccl
+
+#else
+
+namespace qccl {
+namespace cpu {
+const Kernels* avx512Kernels() { return nullptr; }
+}  // namespace cpu
+}  // namespace qccl
+
+#endif

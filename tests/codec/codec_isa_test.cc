@@ -1,0 +1,190 @@
+// Every vectorized ISA the CPU supports must produce exactly the scalar path's wire bytes,
+// residuals and decoded values, for every codec, on random data salted with edge cases.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "codec/cpu_kernels.hpp"
+#include "codec_test_util.hpp"
+
+namespace qccl {
+namespace test {
+namespace {
+
+// Random data where each bucket-sized block has a different character, so partial buckets,
+// constant buckets, non-finite buckets and rounding ties all occur.
+std::vector<float> edgeData(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd;
+  std::uniform_int_distribution<uint32_t> bitsDist;
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    size_t block = (i / 96) % 14;  // not a bucket multiple: characters straddle buckets
+    float x = nd(rng);
+    switch (block) {
+      case 0:
+        v[i] = x;
+        break;
+      case 1:
+        v[i] = 0.0f;
+        break;
+      case 2:
+        v[i] = -0.0f;
+        break;
+      case 3:
+        v[i] = 0.75f;
+        break;
+      case 4:
+        v[i] = x * 0x1p-140f;
+        break;  // subnormal
+      case 5:
+        v[i] = x * 1e37f;
+        break;  // sums overflow
+      case 6:
+        v[i] = i % 37 == 0 ? NAN : x;
+        break;  // NaN bucket
+      case 7:
+        v[i] = i % 41 == 0 ? (x < 0 ? -INFINITY : INFINITY) : x;
+        break;  // Inf bucket
+      case 8:
+        v[i] = math::bitsFloat((bitsDist(rng) & 0x3fffe000u) | 0x1000u);
+        break;  // fp16 ties
+      case 9:
+        v[i] = math::bitsFloat((bitsDist(rng) & 0xbfff0000u) | 0x8000u);
+        break;  // bf16 ties
+      case 10:
+        v[i] = (float)(int)(x * 4) * 65504.0f / 8;
+        break;  // near fp16 max
+      case 11:
+        v[i] = std::fabs(x);
+        break;  // all >= 0
+      case 12:
+        v[i] = -std::fabs(x) - 1e-3f;
+        break;  // all < 0
+      default:
+        v[i] = x * 1e-3f + 5.0f;
+        break;  // offset range
+    }
+  }
+  return v;
+}
+
+bool sameBits(const std::vector<float>& a, const std::vector<float>& b, std::string* where) {
+  for (size_t i = 0; i < a.size(); ++i)
+    if (bitsOf(a[i]) != bitsOf(b[i])) {
+      *where = "element " + std::to_string(i) + ": " + std::to_string(a[i]) + " vs " + std::to_string(b[i]);
+      return false;
+    }
+  return true;
+}
+
+struct IsaRun {
+  std::vector<uint8_t> wire;
+  std::vector<float> residual, decoded, decodedAdd;
+};
+
+IsaRun runWith(const cpu::Kernels& k, const CodecConfig& cfg, const std::vector<float>& g, const std::vector<float>* r0,
+               const std::vector<float>& acc, uint64_t off) {
+  IsaRun out;
+  const size_t n = g.size();
+  out.wire.resize(encodedBytes(cfg, n));
+  if (r0) out.residual = *r0;
+  EncodeParams p;
+  p.rngOffset = off;
+  cpu::encodeWith(k, cfg, g.data(), r0 ? out.residual.data() : nullptr, n, out.wire.data(), out.wire.size(), p);
+  out.decoded.resize(n);
+  cpu::decodeWith(k, out.wire.data(), out.wire.size(), out.decoded.data(), n, false);
+  out.decodedAdd = acc;
+  cpu::decodeWith(k, out.wire.data(), out.wire.size(), out.decodedAdd.data(), n, true);
+  return out;
+}
+
+void expectSame(const IsaRun& ref, const IsaRun& got) {
+  ASSERT_EQ(ref.wire.size(), got.wire.size());
+  for (size_t i = 0; i < ref.wire.size(); ++i) ASSERT_EQ(ref.wire[i], got.wire[i]) << "wire byte " << i;
+  std::string where;
+  EXPECT_TRUE(sameBits(ref.residual, got.residual, &where)) << "residual " << where;
+  EXPECT_TRUE(sameBits(ref.decoded, got.decoded, &where)) << "decode " << where;
+  EXPECT_TRUE(sameBits(ref.decodedAdd, got.decodedAdd, &where)) << "decodeAdd " << where;
+}
+
+std::vector<const cpu::Kernels*> vectorIsas() {
+  std::vector<const cpu::Kernels*> v;
+  for (const char* isa : {"avx2", "avx512"})
+    if (const cpu::Kernels* k = cpu::kernelsFor(isa)) v.push_back(k);
+  return v;
+}
+
+class IsaEquivalence : public ::testing::TestWithParam<CodecConfig> {};
+
+TEST_P(IsaEquivalence, EncodeDecodeMatchScalar) {
+  const auto isas = vectorIsas();
+  if (isas.empty()) GTEST_SKIP() << "no vector ISA on this CPU";
+  const CodecConfig cfg = GetParam();
+  const cpu::Kernels& scalar = cpu::scalarKernels();
+  for (size_t n : {1ul, 15ul, 16ul, 33ul, 512ul, 1000ul, 4128ul, 4037ul, 70001ul}) {
+    std::vector<float> g = edgeData(n, (uint32_t)n), r = gaussian(n, 2, 0.05f), acc = gaussian(n, 3);
+    for (bool withRes : {false, true}) {
+      IsaRun ref = runWith(scalar, cfg, g, withRes ? &r : nullptr, acc, n * 7);
+      for (const cpu::Kernels* k : isas) {
+        SCOPED_TRACE(std::string(k->isa) + " n=" + std::to_string(n) + (withRes ? " ef" : ""));
+        expectSame(ref, runWith(*k, cfg, g, withRes ? &r : nullptr, acc, n * 7));
+      }
+    }
+  }
+}
+
+// Hostile payloads (valid header, random payload bytes, NaN/odd statistics) decode the same way.
+TEST_P(IsaEquivalence, RandomPayloadDecodesMatchScalar) {
+  const auto isas = vectorIsas();
+  if (isas.empty()) GTEST_SKIP() << "no vector ISA on this CPU";
+  const CodecConfig cfg = GetParam();
+  std::mt19937 rng(17);
+  for (size_t n : {16ul, 512ul, 2048ul + 32, 3001ul}) {
+    std::vector<float> g(n, 1.0f);
+    std::vector<uint8_t> w = encodeVec(cfg, g, nullptr);
+    for (size_t i = kWireHeaderBytes; i < w.size(); ++i) w[i] = (uint8_t)rng();
+    std::vector<float> acc = gaussian(n, 4);
+    std::vector<float> refD(n), refA = acc;
+    cpu::decodeWith(cpu::scalarKernels(), w.data(), w.size(), refD.data(), n, false);
+    cpu::decodeWith(cpu::scalarKernels(), w.data(), w.size(), refA.data(), n, true);
+    for (const cpu::Kernels* k : isas) {
+      SCOPED_TRACE(std::string(k->isa) + " n=" + std::to_string(n));
+      std::vector<float> d(n), a = acc;
+      cpu::decodeWith(*k, w.data(), w.size(), d.data(), n, false);
+      cpu::decodeWith(*k, w.data(), w.size(), a.data(), n, true);
+      std::string where;
+      EXPECT_TRUE(sameBits(refD, d, &where)) << where;
+      EXPECT_TRUE(sameBits(refA, a, &where)) << where;
+    }
+  }
+}
+
+std::vector<CodecConfig> isaConfigs() {
+  std::vector<CodecConfig> v = allConfigs(512);
+  for (uint32_t b : {32u, 96u, 4096u})
+    for (const CodecConfig& c : allConfigs(b))
+      if (c.codec > CodecId::kBf16) v.push_back(c);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, IsaEquivalence, ::testing::ValuesIn(isaConfigs()),
+                         [](const auto& info) { return configName(info.param); });
+
+TEST(CpuIsa, ActiveIsaIsSupportedAndCapped) {
+  const char* name = cpuIsaName();
+  ASSERT_NE(cpu::kernelsFor(name), nullptr) << name;
+  if (const char* env = std::getenv("QCCL_CPU_ISA")) {
+    if (std::string(env) == "scalar") {
+      EXPECT_STREQ(name, "scalar");
+    }
+    if (std::string(env) == "avx2") {
+      EXPECT_STRNE(name, "avx512");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace qccl
