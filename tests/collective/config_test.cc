@@ -1,0 +1,103 @@
+// QCCL_* environment overrides: every variable in qccl.h's list is parsed, bad values are refused.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+
+namespace qccl {
+namespace {
+
+const char* const kVars[] = {"QCCL_CODEC",   "QCCL_BITS",         "QCCL_BUCKET",      "QCCL_STOCHASTIC",
+                             "QCCL_SEED",    "QCCL_MIN_COMPRESS", "QCCL_CHUNK_BYTES", "QCCL_PIPELINE",
+                             "QCCL_TIMEOUT", "QCCL_WARMUP",       "QCCL_ALGO",        "QCCL_ERROR_FEEDBACK"};
+
+// Clears every QCCL_* variable before and after each test so that tests do not leak settings.
+class Env : public ::testing::Test {
+ protected:
+  void SetUp() override { clear(); }
+  void TearDown() override { clear(); }
+  static void clear() {
+    for (const char* v : kVars) unsetenv(v);
+  }
+};
+
+TEST_F(Env, DefaultsWithoutVariables) {
+  Options o = optionsFromEnv();
+  EXPECT_EQ(o.codec.codec, CodecId::kFp32);
+  EXPECT_EQ(o.codec.bucket, 512u);
+  EXPECT_EQ(o.minCompressBytes, size_t{64} << 10);
+  EXPECT_EQ(o.chunkBytes, size_t{4} << 20);
+  EXPECT_EQ(o.pipelineDepth, 2);
+  EXPECT_EQ(o.timeoutSec, 300.0);
+  EXPECT_EQ(o.warmupCalls, 0);
+  EXPECT_EQ(o.algo, Algo::kAuto);
+  EXPECT_TRUE(o.errorFeedback);
+}
+
+TEST_F(Env, EveryVariableOverrides) {
+  setenv("QCCL_CODEC", "maxmin", 1);
+  setenv("QCCL_BITS", "8", 1);
+  setenv("QCCL_BUCKET", "1024", 1);
+  setenv("QCCL_STOCHASTIC", "1", 1);
+  setenv("QCCL_SEED", "12345678901", 1);
+  setenv("QCCL_MIN_COMPRESS", "1M", 1);
+  setenv("QCCL_CHUNK_BYTES", "262144", 1);
+  setenv("QCCL_PIPELINE", "4", 1);
+  setenv("QCCL_TIMEOUT", "2.5", 1);
+  setenv("QCCL_WARMUP", "10", 1);
+  setenv("QCCL_ALGO", "sra", 1);
+  setenv("QCCL_ERROR_FEEDBACK", "0", 1);
+  Options o = optionsFromEnv();
+  EXPECT_EQ(o.codec.codec, CodecId::kMaxMin);
+  EXPECT_EQ(o.codec.bits, 8);
+  EXPECT_EQ(o.codec.bucket, 1024u);
+  EXPECT_TRUE(o.codec.stochastic);
+  EXPECT_EQ(o.codec.seed, 12345678901ull);
+  EXPECT_EQ(o.minCompressBytes, size_t{1} << 20);
+  EXPECT_EQ(o.chunkBytes, size_t{262144});
+  EXPECT_EQ(o.pipelineDepth, 4);
+  EXPECT_EQ(o.timeoutSec, 2.5);
+  EXPECT_EQ(o.warmupCalls, 10);
+  EXPECT_EQ(o.algo, Algo::kSra);
+  EXPECT_FALSE(o.errorFeedback);
+}
+
+TEST_F(Env, OverridesApplyToTheGivenBase) {
+  Options base;
+  base.warmupCalls = 3;
+  setenv("QCCL_CODEC", "none", 1);
+  Options o = optionsFromEnv(base);
+  EXPECT_EQ(o.warmupCalls, 3);
+  EXPECT_EQ(o.codec.codec, CodecId::kFp32);
+}
+
+TEST_F(Env, BadValuesAreInvalidArguments) {
+  const std::vector<std::pair<const char*, const char*>> bad = {
+      {"QCCL_CODEC", "zip"},       {"QCCL_BITS", "3"},          {"QCCL_BITS", "4x"},          {"QCCL_BUCKET", "100"},
+      {"QCCL_BUCKET", "-32"},      {"QCCL_BUCKET", "131072"},   {"QCCL_STOCHASTIC", "maybe"}, {"QCCL_SEED", "-1"},
+      {"QCCL_MIN_COMPRESS", "1T"}, {"QCCL_CHUNK_BYTES", "0"},   {"QCCL_CHUNK_BYTES", ""},     {"QCCL_PIPELINE", "0"},
+      {"QCCL_TIMEOUT", "0"},       {"QCCL_TIMEOUT", "nan"},     {"QCCL_TIMEOUT", "5s"},       {"QCCL_WARMUP", "-2"},
+      {"QCCL_ALGO", "tree"},       {"QCCL_ERROR_FEEDBACK", "2"}};
+  for (auto [var, value] : bad) {
+    setenv(var, value, 1);
+    try {
+      optionsFromEnv();
+      ADD_FAILURE() << var << "=" << value << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(var), std::string::npos) << "message does not name " << var;
+    }
+    unsetenv(var);
+  }
+}
+
+TEST(AlgoNames, RoundTrip) {
+  for (Algo a : {Algo::kAuto, Algo::kRing, Algo::kSra, Algo::kAllgather}) EXPECT_EQ(parseAlgoName(algoName(a)), a);
+  EXPECT_THROW(parseAlgoName("Ring"), Error);
+}
+
+}  // namespace
+}  // namespace qccl
