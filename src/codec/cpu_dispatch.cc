@@ -1,6 +1,9 @@
 // Chooses the CPU kernels once per process: the best ISA the CPU supports, capped by QCCL_CPU_ISA.
 #include <cstdlib>
 #include <cstring>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "codec/cpu_kernels.hpp"
 
@@ -16,13 +19,21 @@ int isaRank(const char* name) {
   return -1;
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+// clang 14's __builtin_cpu_supports does not know "f16c": read CPUID leaf 1, ECX bit 29.
+bool hasF16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+}
+#endif
+
 bool cpuHas(int rank) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  if (rank == 1) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  if (rank == 1) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt") && hasF16c();
   if (rank == 2)
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c");
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("popcnt") && hasF16c();
 #endif
   return rank == 0;
 }
