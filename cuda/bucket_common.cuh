@@ -30,6 +30,9 @@ namespace detail {
 constexpr uint32_t kRow = 128;  // elements per row: 32 lanes x float4
 constexpr int kThreadsPerBlock = 256;
 constexpr int kWarpsPerBlock = kThreadsPerBlock / 32;
+// Bucket kernels promise ptxas 4 resident blocks per SM, i.e. a budget of 64 registers per thread.
+// Without the hint ptxas for sm_100 picks a tighter budget for the dyn8 encoder and spills.
+constexpr int kMinBlocksPerSm = 4;
 
 /// Encode kernel arguments (one launch covers every bucket of one encode call).
 struct EncodeArgs {

@@ -12,7 +12,7 @@ namespace detail {
 namespace {
 
 template <CodecId C, int B, bool ADD>
-__global__ void __launch_bounds__(kThreadsPerBlock) decodeBucketsKernel(DecodeArgs a, TablesFor<C> t) {
+__global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) decodeBucketsKernel(DecodeArgs a, TablesFor<C> t) {
   __shared__ float sMag[C == CodecId::kDyn8 ? 128 : 1];
   if constexpr (C == CodecId::kDyn8) {
     for (int i = threadIdx.x; i < 128; i += blockDim.x) sMag[i] = t.magnitude[i];

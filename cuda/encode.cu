@@ -20,7 +20,7 @@ namespace {
 constexpr size_t kWorkspaceBytes = 16;  // one flag word, padded to a 16-byte line
 
 template <CodecId C, int B>
-__global__ void __launch_bounds__(kThreadsPerBlock) encodeBucketsKernel(EncodeArgs a, TablesFor<C> t) {
+__global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) encodeBucketsKernel(EncodeArgs a, TablesFor<C> t) {
   __shared__ float sThr[C == CodecId::kDyn8 ? 128 : 1];
   __shared__ float sMag[C == CodecId::kDyn8 ? 128 : 1];
   if constexpr (C == CodecId::kDyn8) {
