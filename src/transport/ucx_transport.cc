@@ -25,8 +25,10 @@ constexpr size_t kAbortBytes = 256;  // int32 code + reason text
 constexpr std::chrono::milliseconds kAbortDrive{100};
 // Upper bound on flushing endpoints at destruction when a peer does not answer.
 constexpr double kMaxCloseSec = 10.0;
-// How long dropping an unfinished request waits for UCX to let go of the caller's buffer.
-constexpr std::chrono::milliseconds kDropWait{1000};
+// How long dropping an unfinished request waits for UCX to let go of the caller's buffer: longer
+// for receives, which UCX would write into, than for sends, which it would only read.
+constexpr std::chrono::milliseconds kDropRecvWait{1000};
+constexpr std::chrono::milliseconds kDropSendWait{100};
 
 [[noreturn]] void throwUcs(ucs_status_t st, const std::string& what) {
   throw Error(ErrorCode::kTransportError, "qccl ucx transport: " + what + ": " + ucs_status_string(st));
@@ -60,7 +62,7 @@ ucp_request_param_t recvParams() {
   return p;
 }
 
-// One send or receive; `req_` is null when UCX completed it at once.
+// One send or receive; `req_` is null once completed (or when UCX completed it at once).
 class UcxRequest final : public Request {
  public:
   UcxRequest(ucp_worker_h worker, const PeerState* peer, bool isRecv, uint32_t tag, size_t bytes, void* req,
@@ -71,7 +73,7 @@ class UcxRequest final : public Request {
     // A receive already matched by a rendezvous cannot be cancelled: let it land while the
     // caller's buffer still exists rather than have UCX write into freed memory later.
     ucp_request_cancel(worker_, req_);
-    auto until = Clock::now() + kDropWait;
+    auto until = Clock::now() + (isRecv_ ? kDropRecvWait : kDropSendWait);
     while (ucp_request_check_status(req_) == UCS_INPROGRESS && peer_->failure == UCS_OK && Clock::now() < until) {
       ucp_worker_progress(worker_);
     }
