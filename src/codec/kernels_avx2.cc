@@ -1,10 +1,346 @@
-// avx2 kernels (not yet vectorized: the scalar reference is used until they land).
+// AVX2 + F16C kernels for CPUs without AVX-512. Same structure and the same per-element IEEE
+// operations as kernels_avx512.cc (see the notes there); without mask registers, the sign-split
+// sums add +0.0f in the lanes that belong to the other sum, which leaves a sum unchanged because
+// these sums are never -0.0f. dyn8 and stochastic maxmin use the scalar kernels.
+#include <immintrin.h>
+
+#include <cstring>
+
 #include "codec/cpu_kernels.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+#define QCCL_TARGET_AVX2 __attribute__((target("avx2,f16c,popcnt")))
 
 namespace qccl {
 namespace cpu {
+namespace {
 
-const Kernels* avx2Kernels() { return nullptr; }
+inline void storeU32(uint8_t* p, uint32_t u) { std::memcpy(p, &u, 4); }
+inline uint32_t loadU32(const uint8_t* p) {
+  uint32_t u;
+  std::memcpy(&u, p, 4);
+  return u;
+}
+inline void storeF32(uint8_t* p, float f) { std::memcpy(p, &f, 4); }
+inline float loadF32(const uint8_t* p) {
+  float f;
+  std::memcpy(&f, p, 4);
+  return f;
+}
+
+bool scalarEncode(CodecId c, const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
+                  uint8_t* block) {
+  return scalarKernels().bucketEncode[(int)c](ctx, in, res, m, base, block);
+}
+void scalarDecode(CodecId c, const BucketCtx& ctx, const uint8_t* block, uint32_t m, float* out, bool add) {
+  scalarKernels().bucketDecode[(int)c](ctx, block, m, out, add);
+}
+
+QCCL_TARGET_AVX2 inline __m256 absV(__m256 v) {
+  return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
+}
+QCCL_TARGET_AVX2 inline int notFinite(__m256 v) {
+  return _mm256_movemask_ps(_mm256_cmp_ps(absV(v), _mm256_set1_ps(INFINITY), _CMP_NLT_UQ));
+}
+template <bool kRes>
+QCCL_TARGET_AVX2 inline __m256 stageV(const float* in, const float* res, size_t i) {
+  __m256 g = _mm256_loadu_ps(in + i);
+  if (kRes) g = _mm256_add_ps(g, _mm256_loadu_ps(res + i));
+  return g;
+}
+QCCL_TARGET_AVX2 inline __m256 addOut(__m256 d, const float* out, bool add) {
+  return add ? _mm256_add_ps(_mm256_loadu_ps(out), d) : d;
+}
+
+// ---------------------------------------------------------------------------------------------
+// onebit / signscale
+// ---------------------------------------------------------------------------------------------
+template <bool kRes, bool kOneBit>
+QCCL_TARGET_AVX2 bool encodeSignT(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
+                                  uint8_t* block) {
+  const CodecId c = kOneBit ? CodecId::kOneBit : CodecId::kSignScale;
+  alignas(32) float a[math::kReduceSlots] = {}, b[math::kReduceSlots] = {};
+  const uint32_t meta = kOneBit ? 8 : 4;
+  const __m256 zero = _mm256_setzero_ps();
+  float* v = ctx.scratch;
+  uint32_t cnt = 0;
+  int bad = 0;
+  for (uint32_t i = 0; i < m; i += 32) {
+    uint32_t word = 0;
+    for (uint32_t k = 0; k < 32; k += 8) {
+      __m256 x = stageV<kRes>(in, res, i + k);
+      _mm256_storeu_ps(v + i + k, x);
+      bad |= notFinite(x);
+      __m256 ge = _mm256_cmp_ps(x, zero, _CMP_GE_OQ);
+      uint32_t bits = (uint32_t)_mm256_movemask_ps(ge);
+      word |= bits << k;
+      float* slotA = a + (i + k) % math::kReduceSlots;
+      float* slotB = b + (i + k) % math::kReduceSlots;
+      if (kOneBit) {
+        _mm256_store_ps(slotA, _mm256_add_ps(_mm256_load_ps(slotA), _mm256_and_ps(x, ge)));
+        _mm256_store_ps(slotB, _mm256_add_ps(_mm256_load_ps(slotB), _mm256_andnot_ps(ge, x)));
+        cnt += (uint32_t)__builtin_popcount(bits);
+      } else {
+        _mm256_store_ps(slotA, _mm256_add_ps(_mm256_load_ps(slotA), absV(x)));
+      }
+    }
+    storeU32(block + meta + i / 8, word);
+  }
+  if (bad) return scalarEncode(c, ctx, in, res, m, base, block);
+  float hi, lo;
+  if (kOneBit) {
+    hi = cnt ? foldSlots(a) / (float)cnt : 0.0f;
+    lo = cnt < m ? foldSlots(b) / (float)(m - cnt) : 0.0f;
+  } else {
+    hi = foldSlots(a) / (float)m;
+    lo = -hi;
+  }
+  if (!math::isFinite(hi) || !math::isFinite(lo)) return scalarEncode(c, ctx, in, res, m, base, block);
+  storeF32(block, hi);
+  if (kOneBit) storeF32(block + 4, lo);
+  if (kRes) {
+    const __m256 h = _mm256_set1_ps(hi), l = _mm256_set1_ps(lo);
+    for (uint32_t i = 0; i < m; i += 8) {
+      __m256 x = _mm256_loadu_ps(v + i);
+      __m256 d = _mm256_blendv_ps(l, h, _mm256_cmp_ps(x, zero, _CMP_GE_OQ));
+      _mm256_storeu_ps(res + i, _mm256_sub_ps(x, d));
+    }
+  }
+  return false;
+}
+
+template <bool kOneBit>
+QCCL_TARGET_AVX2 bool encodeSign(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
+                                 uint8_t* block) {
+  if (m % 32) return scalarEncode(kOneBit ? CodecId::kOneBit : CodecId::kSignScale, ctx, in, res, m, base, block);
+  return res ? encodeSignT<true, kOneBit>(ctx, in, res, m, base, block)
+             : encodeSignT<false, kOneBit>(ctx, in, res, m, base, block);
+}
+
+template <bool kOneBit>
+QCCL_TARGET_AVX2 void decodeSign(const BucketCtx& ctx, const uint8_t* block, uint32_t m, float* out, bool add) {
+  if (m % 32) return scalarDecode(kOneBit ? CodecId::kOneBit : CodecId::kSignScale, ctx, block, m, out, add);
+  float hi = loadF32(block), lo = kOneBit ? loadF32(block + 4) : -hi;
+  const uint8_t* words = block + (kOneBit ? 8 : 4);
+  const __m256 h = _mm256_set1_ps(hi), l = _mm256_set1_ps(lo);
+  const __m256i lanes = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  for (uint32_t i = 0; i < m; i += 8) {
+    __m256i bits = _mm256_and_si256(_mm256_set1_epi32(words[i / 8]), lanes);
+    __m256 sel = _mm256_castsi256_ps(_mm256_cmpeq_epi32(bits, lanes));
+    _mm256_storeu_ps(out + i, addOut(_mm256_blendv_ps(l, h, sel), out + i, add));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// maxmin (round to nearest)
+// ---------------------------------------------------------------------------------------------
+QCCL_TARGET_AVX2 inline __m256 levelOf(__m256 x, __m256 mn, __m256 inv, __m256 top) {
+  __m256 q = _mm256_floor_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(x, mn), inv), _mm256_set1_ps(0.5f)));
+  return _mm256_min_ps(_mm256_max_ps(q, _mm256_setzero_ps()), top);
+}
+
+// Packs 32 levels (4 vectors of 8 int32 each) into 32 * bits / 8 bytes at p.
+QCCL_TARGET_AVX2 void packLevels(const __m256i* q, int bits, uint8_t* p) {
+  __m256i x = _mm256_packus_epi16(_mm256_packus_epi32(q[0], q[1]), _mm256_packus_epi32(q[2], q[3]));
+  x = _mm256_permutevar8x32_epi32(x, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));  // one level per byte
+  if (bits == 8) {
+    _mm256_storeu_si256((__m256i*)p, x);
+    return;
+  }
+  // Adjacent bytes combine as q0 + (q1 << bits); 2-bit levels combine twice more.
+  __m256i y = _mm256_maddubs_epi16(x, _mm256_set1_epi16(bits == 4 ? 0x1001 : 0x0401));
+  __m128i lo = _mm256_castsi256_si128(y), hi = _mm256_extracti128_si256(y, 1);
+  if (bits == 4) {
+    _mm_storeu_si128((__m128i*)p, _mm_packus_epi16(lo, hi));
+    return;
+  }
+  __m256i z = _mm256_madd_epi16(y, _mm256_set1_epi32(0x00100001));
+  __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(z), _mm256_extracti128_si256(z, 1));
+  _mm_storel_epi64((__m128i*)p, _mm_packus_epi16(w, w));
+}
+
+template <bool kRes>
+QCCL_TARGET_AVX2 bool encodeMaxMinT(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
+                                    uint8_t* block) {
+  float* v = ctx.scratch;
+  __m256 lo = _mm256_set1_ps(INFINITY), hi = _mm256_set1_ps(-INFINITY);
+  int bad = 0;
+  for (uint32_t i = 0; i < m; i += 8) {
+    __m256 x = stageV<kRes>(in, res, i);
+    _mm256_storeu_ps(v + i, x);
+    bad |= notFinite(x);
+    lo = _mm256_min_ps(lo, x);
+    hi = _mm256_max_ps(hi, x);
+  }
+  if (bad) return scalarEncode(CodecId::kMaxMin, ctx, in, res, m, base, block);
+  alignas(32) float l8[8], h8[8];
+  _mm256_store_ps(l8, lo);
+  _mm256_store_ps(h8, hi);
+  float mn = l8[0], mx = h8[0];
+  for (int k = 1; k < 8; ++k) {
+    mn = math::fmin2(mn, l8[k]);
+    mx = math::fmax2(mx, h8[k]);
+  }
+  math::MaxMinParams p = math::maxminParams(mn + 0.0f, mx + 0.0f, ctx.bits);
+  storeF32(block, p.mn);
+  storeF32(block + 4, p.mx);
+  const __m256 mnV = _mm256_set1_ps(p.mn), inv = _mm256_set1_ps(p.inv), step = _mm256_set1_ps(p.step);
+  const __m256 top = _mm256_set1_ps((float)p.levels);
+  for (uint32_t i = 0; i < m; i += 32) {
+    __m256i qi[4];
+    for (int k = 0; k < 4; ++k) {
+      __m256 x = _mm256_loadu_ps(v + i + 8 * k);
+      __m256 q = levelOf(x, mnV, inv, top);
+      qi[k] = _mm256_cvttps_epi32(q);
+      if (kRes) _mm256_storeu_ps(res + i + 8 * k, _mm256_sub_ps(x, _mm256_add_ps(mnV, _mm256_mul_ps(q, step))));
+    }
+    packLevels(qi, ctx.bits, block + 8 + i * ctx.bits / 8);
+  }
+  return false;
+}
+
+QCCL_TARGET_AVX2 bool encodeMaxMin(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
+                                   uint8_t* block) {
+  if (m % 32 || ctx.stochastic) return scalarEncode(CodecId::kMaxMin, ctx, in, res, m, base, block);
+  return res ? encodeMaxMinT<true>(ctx, in, res, m, base, block) : encodeMaxMinT<false>(ctx, in, res, m, base, block);
+}
+
+QCCL_TARGET_AVX2 void decodeMaxMin(const BucketCtx& ctx, const uint8_t* block, uint32_t m, float* out, bool add) {
+  if (m % 32) return scalarDecode(CodecId::kMaxMin, ctx, block, m, out, add);
+  const int bits = ctx.bits;
+  float mnS = loadF32(block), mxS = loadF32(block + 4);
+  const __m256 mn = _mm256_set1_ps(mnS), step = _mm256_set1_ps(math::maxminStep(mnS, mxS, bits));
+  const __m256i mask = _mm256_set1_epi32((1 << bits) - 1);
+  const __m256i shifts = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(bits));
+  const uint8_t* words = block + 8;
+  for (uint32_t i = 0; i < m; i += 8) {
+    __m256i q;
+    if (bits == 8) {
+      q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(words + i)));
+    } else {
+      // 8 levels of 4 bits fill one word; of 2 bits, half a word.
+      uint32_t w = bits == 4 ? loadU32(words + i / 2) : loadU32(words + i / 16 * 4) >> (i % 16 * 2);
+      q = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w), shifts), mask);
+    }
+    __m256 d = _mm256_add_ps(mn, _mm256_mul_ps(_mm256_cvtepi32_ps(q), step));
+    _mm256_storeu_ps(out + i, addOut(d, out + i, add));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Casts
+// ---------------------------------------------------------------------------------------------
+enum Cast { kF32 = 0, kF16 = 1, kB16 = 2 };
+
+template <int kCast>
+QCCL_TARGET_AVX2 inline __m128i toHalf(__m256 v, __m256* d) {
+  __m256i nan32 = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  __m128i nan16 = _mm_packs_epi32(_mm256_castsi256_si128(nan32), _mm256_extracti128_si256(nan32, 1));
+  __m128i h;
+  if (kCast == kF16) {
+    h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    h = _mm_blendv_epi8(h, _mm_set1_epi16(0x7e00), nan16);
+    *d = _mm256_cvtph_ps(h);
+    return h;
+  }
+  __m256i x = _mm256_castps_si256(v);
+  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+  __m256i h32 = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb), 16);
+  h32 = _mm256_blendv_epi8(h32, _mm256_set1_epi32(0x7fc0), nan32);
+  *d = _mm256_castsi256_ps(_mm256_slli_epi32(h32, 16));
+  return _mm_packus_epi32(_mm256_castsi256_si128(h32), _mm256_extracti128_si256(h32, 1));
+}
+
+template <int kCast>
+QCCL_TARGET_AVX2 inline __m256 fromHalf(const uint8_t* p) {
+  __m128i h = _mm_loadu_si128((const __m128i*)p);
+  __m256i x = _mm256_cvtepu16_epi32(h);
+  if (kCast == kB16) return _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+  __m256 d = _mm256_cvtph_ps(h);
+  __m256 nan = _mm256_cmp_ps(d, d, _CMP_UNORD_Q);
+  if (_mm256_movemask_ps(nan) == 0) return d;
+  // Keep the NaN payload bits exactly as math::halfToFloat does (the hardware quiets them).
+  __m256i sign = _mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x8000)), 16);
+  __m256i mant = _mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x3ff)), 13);
+  __m256i bits = _mm256_or_si256(_mm256_or_si256(sign, mant), _mm256_set1_epi32(0x7f800000));
+  return _mm256_blendv_ps(d, _mm256_castsi256_ps(bits), nan);
+}
+
+template <int kCast, bool kRes>
+QCCL_TARGET_AVX2 bool encodeCastT(const float* in, float* res, size_t n, uint8_t* payload) {
+  const size_t vecN = n / 8 * 8;
+  int bad = 0;
+  for (size_t i = 0; i < vecN; i += 8) {
+    __m256 v = stageV<kRes>(in, res, i);
+    if (kCast == kF32) {
+      bad |= notFinite(v);
+      _mm256_storeu_ps((float*)(payload + 4 * i), v);
+      if (kRes) _mm256_storeu_ps(res + i, _mm256_setzero_ps());
+      continue;
+    }
+    __m256 d;
+    _mm_storeu_si128((__m128i*)(payload + 2 * i), toHalf<kCast>(v, &d));
+    __m256 dBad = _mm256_cmp_ps(absV(d), _mm256_set1_ps(INFINITY), _CMP_NLT_UQ);
+    bad |= _mm256_movemask_ps(dBad);
+    if (kRes) _mm256_storeu_ps(res + i, _mm256_andnot_ps(dBad, _mm256_sub_ps(v, d)));
+  }
+  bool tailBad = false;
+  if (vecN < n) {
+    uint8_t* p = payload + (kCast == kF32 ? 4 : 2) * vecN;
+    tailBad = scalarKernels().castEncode[kCast](in + vecN, kRes ? res + vecN : nullptr, n - vecN, p);
+  }
+  return bad != 0 || tailBad;
+}
+
+template <int kCast>
+QCCL_TARGET_AVX2 bool encodeCast(const float* in, float* res, size_t n, uint8_t* payload) {
+  return res ? encodeCastT<kCast, true>(in, res, n, payload) : encodeCastT<kCast, false>(in, res, n, payload);
+}
+
+template <int kCast>
+QCCL_TARGET_AVX2 void decodeCast(const uint8_t* payload, size_t n, float* out, bool add) {
+  const size_t vecN = n / 8 * 8;
+  const size_t width = kCast == kF32 ? 4 : 2;
+  for (size_t i = 0; i < vecN; i += 8) {
+    __m256 d = kCast == kF32 ? _mm256_loadu_ps((const float*)(payload + 4 * i)) : fromHalf<kCast>(payload + 2 * i);
+    _mm256_storeu_ps(out + i, addOut(d, out + i, add));
+  }
+  if (vecN < n) scalarKernels().castDecode[kCast](payload + width * vecN, n - vecN, out + vecN, add);
+}
+
+}  // namespace
+
+const Kernels* avx2Kernels() {
+  static const Kernels k = [] {
+    Kernels r = scalarKernels();
+    r.isa = "avx2";
+    r.bucketEncode[(int)CodecId::kOneBit] = encodeSign<true>;
+    r.bucketDecode[(int)CodecId::kOneBit] = decodeSign<true>;
+    r.bucketEncode[(int)CodecId::kSignScale] = encodeSign<false>;
+    r.bucketDecode[(int)CodecId::kSignScale] = decodeSign<false>;
+    r.bucketEncode[(int)CodecId::kMaxMin] = encodeMaxMin;
+    r.bucketDecode[(int)CodecId::kMaxMin] = decodeMaxMin;
+    r.castEncode[kF32] = encodeCast<kF32>;
+    r.castEncode[kF16] = encodeCast<kF16>;
+    r.castEncode[kB16] = encodeCast<kB16>;
+    r.castDecode[kF32] = decodeCast<kF32>;
+    r.castDecode[kF16] = decodeCast<kF16>;
+    r.castDecode[kB16] = decodeCast<kB16>;
+    return r;
+  }();
+  return &k;
+}
 
 }  // namespace cpu
 }  // namespace qccl
+
+#else
+
+namespace qccl {
+namespace cpu {
+const Kernels* avx2Kernels() { return nullptr; }
+}  // namespace cpu
+}  // namespace qccl
+
+#endif
