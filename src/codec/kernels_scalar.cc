@@ -120,6 +120,26 @@ void decodeSignScale(const BucketCtx&, const uint8_t* block, uint32_t m, float* 
   }
 }
 
+// math::stochasticUniform, evaluating each Philox block once for its four consecutive elements.
+class UniformStream {
+ public:
+  UniformStream(uint64_t seed, uint64_t offset) : seed_(seed), offset_(offset) {}
+  float at(uint64_t i) {
+    uint64_t block = i >> 2;
+    if (block != block_) {
+      math::U32x4 ctr = {{(uint32_t)block, (uint32_t)(block >> 32), (uint32_t)offset_, (uint32_t)(offset_ >> 32)}};
+      r_ = math::philox4x32(ctr, (uint32_t)seed_, (uint32_t)(seed_ >> 32));
+      block_ = block;
+    }
+    return math::uniformFromBits(r_.v[i & 3u]);
+  }
+
+ private:
+  uint64_t seed_, offset_;
+  uint64_t block_ = ~0ull;
+  math::U32x4 r_ = {};
+};
+
 bool encodeMaxMin(const BucketCtx& ctx, const float* in, float* residual, uint32_t m, uint64_t base, uint8_t* block) {
   float* v = ctx.scratch;
   const uint32_t wb = wordBytesFor(m, ctx.bits);
@@ -135,8 +155,9 @@ bool encodeMaxMin(const BucketCtx& ctx, const float* in, float* residual, uint32
   const uint32_t perWord = 32u / (uint32_t)ctx.bits;
   uint8_t* words = block + 8;
   std::memset(words, 0, wb);
+  UniformStream rng(ctx.seed, ctx.rngOffset);
   for (uint32_t i = 0; i < m; ++i) {
-    float u = ctx.stochastic ? math::stochasticUniform(ctx.seed, ctx.rngOffset, base + i) : 0.5f;
+    float u = ctx.stochastic ? rng.at(base + i) : 0.5f;
     uint32_t q = math::maxminLevel(v[i], p, u);
     uint8_t* w = words + 4 * (i / perWord);
     storeU32(w, loadU32(w) | q << ((i % perWord) * (uint32_t)ctx.bits));

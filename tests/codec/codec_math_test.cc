@@ -132,6 +132,40 @@ TEST(CodecMath, StochasticRoundingIsUnbiased) {
   }
 }
 
+// The wire levels follow the spec element by element: q_i = maxminLevel(v_i, params, u_i) with
+// u_i = stochasticUniform(seed, rngOffset, i), i counted from the start of the encode call.
+TEST(CodecMath, StochasticLevelsFollowThePhiloxStream) {
+  CodecConfig cfg;
+  cfg.codec = CodecId::kMaxMin;
+  cfg.stochastic = true;
+  cfg.seed = 0x0123456789abcdefull;
+  cfg.bucket = 64;
+  for (int bits : {2, 4, 8}) {
+    cfg.bits = bits;
+    const size_t n = 64 * 5 + 13;
+    std::vector<float> g = gaussian(n, 12);
+    EncodeParams p;
+    p.rngOffset = 0xfedcba9876543210ull;
+    std::vector<uint8_t> w = encodeVec(cfg, g, nullptr, p);
+    const uint8_t* block = w.data() + kWireHeaderBytes;
+    for (size_t b = 0; b < n; b += 64) {
+      size_t m = std::min<size_t>(64, n - b);
+      float mn, mx;
+      std::memcpy(&mn, block, 4);
+      std::memcpy(&mx, block + 4, 4);
+      math::MaxMinParams prm = math::maxminParams(mn, mx, bits);
+      for (size_t i = 0; i < m; ++i) {
+        uint32_t word;
+        std::memcpy(&word, block + 8 + 4 * (i * bits / 32), 4);
+        uint32_t q = (word >> (i * bits % 32)) & ((1u << bits) - 1);
+        float u = math::stochasticUniform(cfg.seed, p.rngOffset, b + i);
+        ASSERT_EQ(q, math::maxminLevel(g[b + i], prm, u)) << "element " << b + i;
+      }
+      block += math::bucketBlockBytes(CodecId::kMaxMin, bits, m);
+    }
+  }
+}
+
 TEST(CodecMath, StochasticIsReproducibleAndKeyed) {
   CodecConfig cfg;
   cfg.codec = CodecId::kMaxMin;
