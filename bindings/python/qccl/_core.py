@@ -21,6 +21,8 @@ class Error(RuntimeError):
         self.name = CODE_NAMES.get(self.code, f"qcclResult({self.code})")
 
 
+Error.__module__ = "qccl"  # shown as qccl.Error in tracebacks
+
 CODE_NAMES = {
     0: "qcclSuccess",
     1: "qcclCudaError",

@@ -1,0 +1,132 @@
+"""qccl in one process: configuration, argument checks, and the loopback communicator driven by
+one Python thread per rank (the extension releases the GIL inside every collective)."""
+
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import qccl
+
+
+def run_ranks(comms, fn):
+    """Runs fn(rank, comm) on one thread per communicator; re-raises the first failure."""
+    results, errors = [None] * len(comms), []
+
+    def body(r):
+        try:
+            results[r] = fn(r, comms[r])
+        except BaseException as e:  # reported below, on the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(len(comms))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a rank did not finish"
+    if errors:
+        raise errors[0]
+    return results
+
+
+@pytest.mark.parametrize("nranks", [1, 2, 3])
+def test_loopback_allreduce_and_allgather(nranks):
+    comms = qccl.loopback(nranks)
+
+    def body(rank, c):
+        x = np.arange(1001, dtype=np.float32) * 4 + rank
+        c.allreduce(x)
+        t = torch.full((7,), float(rank + 1), dtype=torch.bfloat16)
+        c.allreduce(t, op="avg")
+        g = c.allgather(np.full(3, rank, np.float32))
+        return x, t, g
+
+    expected_x = (np.arange(1001) * 4 * nranks + sum(range(nranks))).astype(np.float32)
+    for x, t, g in run_ranks(comms, body):
+        np.testing.assert_array_equal(x, expected_x)
+        assert torch.equal(t, torch.full((7,), (nranks + 1) / 2, dtype=torch.bfloat16))
+        np.testing.assert_array_equal(g, np.repeat(np.arange(nranks, dtype=np.float32), 3).reshape(nranks, 3))
+    for c in comms:
+        assert c.stats()["calls"] == 3
+        c.destroy()
+
+
+def test_loopback_lossy_is_identical_across_ranks():
+    comms = qccl.loopback(4, codec="maxmin", bits=4, min_compress_bytes=0)
+
+    def body(rank, c):
+        x = np.random.default_rng(rank).standard_normal(10000).astype(np.float32)
+        c.allreduce(x, tensor_id=1)
+        return x
+
+    out = run_ranks(comms, body)
+    for x in out[1:]:
+        np.testing.assert_array_equal(x, out[0])
+    for c in comms:
+        c.destroy()
+
+
+def test_error_type_and_codes():
+    e = qccl.Error("boom", 8)
+    assert isinstance(e, RuntimeError) and e.code == 8 and e.name == "qcclMismatch" and str(e) == "boom"
+    assert qccl.library_version() == 100  # 0.1.0
+
+
+def test_config_overrides_and_environment():
+    [c] = qccl.loopback(1, codec="onebit", bits=None, timeout=5.0)
+    c.destroy()
+    with pytest.raises(qccl.Error, match="unknown config field"):
+        qccl.loopback(1, codek="onebit")
+    with pytest.raises(qccl.Error, match="bucket") as e:
+        qccl.loopback(2, bucket=100)
+    assert e.value.code == 4
+    # QCCL_* variables are read when a configuration is made: check them in a fresh interpreter.
+    code = "import qccl; d = qccl.config_defaults(); print(d['codec'], d['bits'])"
+    env = dict(os.environ, QCCL_CODEC="maxmin", QCCL_BITS="8")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [str(qccl.CODECS["maxmin"]), "8"]
+    env["QCCL_CODEC"] = "zip"
+    bad = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert bad.returncode != 0 and "QCCL_CODEC" in bad.stderr and "qccl.Error" in bad.stderr
+
+
+def test_bad_arguments_raise():
+    [c] = qccl.loopback(1)
+    with pytest.raises(qccl.Error, match="not contiguous"):
+        c.allreduce(torch.zeros(4, 4).t())
+    with pytest.raises(qccl.Error, match="dtype"):
+        c.allreduce(torch.zeros(4, dtype=torch.float64))
+    with pytest.raises(qccl.Error, match="dtype"):
+        c.allreduce(np.zeros(4, np.int32))
+    with pytest.raises(qccl.Error, match="elements"):
+        c.allreduce(torch.zeros(4), torch.zeros(5))
+    with pytest.raises(qccl.Error, match="algorithm"):
+        c.allreduce(torch.zeros(4), algo="tree")
+    with pytest.raises(qccl.Error, match="bits"):
+        c.allreduce(torch.zeros(4), codec="maxmin", bits=3)
+    with pytest.raises(TypeError):
+        c.allreduce("not an array")
+    with pytest.raises(TypeError):
+        qccl.from_mpi(comm=42)
+    c.destroy()
+    with pytest.raises(qccl.Error, match="destroyed"):
+        c.stats()
+
+
+def test_bootstrap_arguments_raise():
+    with pytest.raises(qccl.Error, match="port"):
+        qccl.unique_id_from_address("127.0.0.1", 0)
+    with pytest.raises(qccl.Error, match="outside"):
+        qccl.init_rank(2, b"\0" * 128, 5)
+    with pytest.raises(qccl.Error, match="unique id") as e:
+        qccl.init_rank(2, b"\0" * 128, 0, timeout=5.0)
+    assert e.value.code == 4
+    with pytest.raises(qccl.Error, match="128 bytes"):
+        qccl.init_rank(2, b"short", 0)
+    with pytest.raises(TypeError):
+        qccl.init_rank(2, "not bytes", 0)
