@@ -96,13 +96,30 @@ qccl::Algo algoFromInt(int v, const char* what) {
   return static_cast<qccl::Algo>(v);
 }
 
-qccl::DataType dtypeFromC(qcclDataType_t t) {
-  if (t != qcclFloat32 && t != qcclFloat16 && t != qcclBfloat16)
-    invalid("datatype = " + std::to_string(static_cast<int>(t)) + " is not a qcclDataType_t");
-  return static_cast<qccl::DataType>(t);
+// A C caller may pass any int where an enum is expected; reading such a value as the C++ enum
+// type is undefined behaviour, so enum arguments are inspected as plain ints first.
+template <typename E>
+int enumValue(const E& e) {
+  static_assert(sizeof(E) == sizeof(int), "C enums are int-sized here");
+  int v;
+  std::memcpy(&v, &e, sizeof(v));
+  return v;
 }
 
-size_t dtypeBytes(qcclDataType_t t) { return t == qcclFloat32 ? 4 : 2; }
+qccl::DataType dtypeFromC(const qcclDataType_t& t) {
+  int v = enumValue(t);
+  if (v != qcclFloat32 && v != qcclFloat16 && v != qcclBfloat16)
+    invalid("datatype = " + std::to_string(v) + " is not a qcclDataType_t");
+  return static_cast<qccl::DataType>(v);
+}
+
+size_t dtypeBytes(qccl::DataType t) { return t == qccl::DataType::kFloat32 ? 4 : 2; }
+
+qccl::RedOp opFromC(const qcclRedOp_t& op) {
+  int v = enumValue(op);
+  if (v != qcclSum && v != qcclAvg) invalid("op = " + std::to_string(v) + " is not a qcclRedOp_t");
+  return static_cast<qccl::RedOp>(v);
+}
 
 // The one place where qcclConfig_t and qccl::Options meet, both directions.
 void optionsToConfig(const qccl::Options& o, qcclConfig_t* c) {
@@ -179,7 +196,7 @@ std::unique_ptr<qcclComm> wrap(std::unique_ptr<qccl::Communicator> core) {
 extern "C" {
 
 const char* qcclGetErrorString(qcclResult_t result) {
-  switch (result) {
+  switch (enumValue(result)) {
     case qcclSuccess:
       return "no error";
     case qcclCudaError:
@@ -376,12 +393,11 @@ qcclResult_t qcclAllreduce(const void* sendbuff, void* recvbuff, size_t count, q
     requireComm(comm);
     checkCount(count, "count");
     qccl::DataType dt = dtypeFromC(datatype);
-    if (op != qcclSum && op != qcclAvg)
-      invalid("op = " + std::to_string(static_cast<int>(op)) + " is not a qcclRedOp_t");
+    qccl::RedOp rop = opFromC(op);
     if (count > 0 && sendbuff == nullptr) invalid("sendbuff is NULL with count > 0");
     if (count > 0 && recvbuff == nullptr) invalid("recvbuff is NULL with count > 0");
     qccl::TensorOpts t = tensorOptsFromC(opts);
-    comm->core->allreduce(sendbuff, recvbuff, count, dt, static_cast<qccl::RedOp>(op), t, stream);
+    comm->core->allreduce(sendbuff, recvbuff, count, dt, rop, t, stream);
   });
 }
 
@@ -399,7 +415,7 @@ qcclResult_t qcclAllgather(const void* sendbuff, void* recvbuff, size_t sendcoun
     if (sendcount > 0) {
       auto* s = static_cast<const char*>(sendbuff);
       auto* r = static_cast<const char*>(recvbuff);
-      size_t bytes = sendcount * dtypeBytes(datatype);
+      size_t bytes = sendcount * dtypeBytes(dt);
       if (s < r + bytes * n && r < s + bytes && s != r + bytes * static_cast<size_t>(comm->core->rank()))
         invalid("sendbuff overlaps recvbuff but is not recvbuff + rank * sendcount");
     }

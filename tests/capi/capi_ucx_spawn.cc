@@ -4,7 +4,7 @@
 //   capi_ucx_spawn --ranks N --tls tcp|shm --case basic|exit
 // basic: exact fp32 allreduce and allgather, and a onebit allreduce whose bytes must be equal on
 //        every rank (the parent compares the hashes the ranks report).
-// exit:  the last rank exits right after init; every other rank must return an error within the
+// exit:  after one allreduce the last rank exits; every other rank must return an error within the
 //        short QCCL timeout instead of hanging.
 #include <poll.h>
 #include <signal.h>
@@ -122,10 +122,16 @@ bool runBasic(qcclComm_t comm, int rank, int n, Report* rep) {
     _exit(1);
   }
   if (which == "exit") {
-    if (rank == n - 1) _exit(0);  // dies without a word to its peers
+    // One collective first, so every pair is connected: the rank dies in the middle of training,
+    // not during UCX wire-up (where UCX 1.13's tcp transport can trip an internal assertion).
     std::vector<float> buf(1 << 18, 1.0f);
+    qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
+    t.algo = qcclAlgoSra;
+    if (qcclAllreduce(buf.data(), buf.data(), buf.size(), qcclFloat32, qcclSum, &t, comm, nullptr) != qcclSuccess)
+      _exit(1);
+    if (rank == n - 1) _exit(0);  // dies without a word to its peers
     auto t0 = std::chrono::steady_clock::now();
-    rep.result = qcclAllreduce(buf.data(), buf.data(), buf.size(), qcclFloat32, qcclSum, nullptr, comm, nullptr);
+    rep.result = qcclAllreduce(buf.data(), buf.data(), buf.size(), qcclFloat32, qcclSum, &t, comm, nullptr);
     rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "[rank %d] after peer exit: %s after %.2f s: %s\n", rank,
                  qcclGetErrorString(static_cast<qcclResult_t>(rep.result)), rep.seconds, qcclGetLastError(comm));
