@@ -50,12 +50,24 @@ thread_local std::string tlsLastError;
 // Sizes above this are a negative int64 cast to size_t, or would overflow the byte count.
 constexpr size_t kMaxCount = static_cast<size_t>(INT64_MAX) / 8;
 
-void recordError(qcclComm* comm, const std::string& msg) {
-  tlsLastError = msg;
-  if (comm != nullptr) {
-    std::lock_guard<std::mutex> lock(comm->errorMu);
-    comm->lastError = msg;
+// Called from catch handlers: it must not throw, even when the message cannot be stored.
+void recordError(qcclComm* comm, const std::string& msg) noexcept {
+  try {
+    tlsLastError = msg;
+    if (comm != nullptr) {
+      std::lock_guard<std::mutex> lock(comm->errorMu);
+      comm->lastError = msg;
+    }
+  } catch (...) {
   }
+}
+
+qcclResult_t fail(qcclComm* comm, const char* fn, const char* sep, const char* what, qcclResult_t code) noexcept {
+  try {
+    recordError(comm, std::string(fn) + sep + what);
+  } catch (...) {  // no memory for the message: the code alone must do
+  }
+  return code;
 }
 
 // Runs `body` and turns any exception into a result code plus last-error text.
@@ -65,17 +77,13 @@ qcclResult_t guarded(qcclComm* comm, const char* fn, F&& body) noexcept {
     body();
     return qcclSuccess;
   } catch (const qccl::Error& e) {
-    recordError(comm, std::string(fn) + ": " + e.what());
-    return static_cast<qcclResult_t>(e.code());
+    return fail(comm, fn, ": ", e.what(), static_cast<qcclResult_t>(e.code()));
   } catch (const std::bad_alloc&) {
-    recordError(comm, std::string(fn) + ": out of memory");
-    return qcclSystemError;
+    return fail(comm, fn, ": out of memory", "", qcclSystemError);
   } catch (const std::exception& e) {
-    recordError(comm, std::string(fn) + ": internal error: " + e.what());
-    return qcclInternalError;
+    return fail(comm, fn, ": internal error: ", e.what(), qcclInternalError);
   } catch (...) {
-    recordError(comm, std::string(fn) + ": internal error: unknown exception");
-    return qcclInternalError;
+    return fail(comm, fn, ": internal error: unknown exception", "", qcclInternalError);
   }
 }
 
