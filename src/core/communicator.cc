@@ -18,15 +18,18 @@ namespace {
 
 // Error-feedback state of one tensor: the worker residual covers the whole tensor, the owner
 // residual only this rank's sra shard.
+// Device tensors keep theirs in device memory.
 struct TensorState {
   std::vector<float> worker;
   std::vector<float> owner;
+  device::DeviceArray workerDev;
+  device::DeviceArray ownerDev;
   uint64_t calls = 0;
+
+  size_t bytes() const { return (worker.size() + owner.size() + workerDev.size() + ownerDev.size()) * sizeof(float); }
 };
 
 bool isCast(CodecId c) { return c == CodecId::kFp32 || c == CodecId::kFp16 || c == CodecId::kBf16; }
-
-size_t dtypeBytes(DataType t) { return t == DataType::kFloat32 ? 4 : 2; }
 
 void toFloat(const void* in, DataType t, float* out, size_t n) {
   const uint16_t* h = static_cast<const uint16_t*>(in);
@@ -77,7 +80,7 @@ struct Communicator::Impl {
   uint64_t calls = 0;
   std::map<std::pair<uint64_t, size_t>, TensorState> tensors;
   uint64_t residualBytes = 0;
-  device::PinnedBuffer pinned;
+  std::unique_ptr<device::DeviceContext> dev;  // created by the first call on device buffers
 
   Impl(TransportPtr t, Options o) : transport(std::move(t)), opts(std::move(o)), exec(*transport) {}
 
@@ -132,6 +135,7 @@ struct Communicator::Impl {
     return tensors[std::make_pair(id, count)];  // created on first use
   }
 
+  // Residual arrays are (re)created zeroed when the size they must cover changes.
   float* residual(std::vector<float>& v, size_t n) {
     if (v.size() != n) {
       residualBytes += n * sizeof(float);
@@ -139,6 +143,18 @@ struct Communicator::Impl {
       v.assign(n, 0.0f);
     }
     return v.data();
+  }
+  float* residual(device::DeviceArray& v, size_t n) {
+    size_t old = v.size();
+    float* p = v.ensure(n);
+    residualBytes += n * sizeof(float);
+    residualBytes -= old * sizeof(float);
+    return p;
+  }
+
+  device::DeviceContext& deviceContext() {
+    if (!dev) dev = std::make_unique<device::DeviceContext>();
+    return *dev;
   }
 
   ExecParams params(const CodecConfig& cfg) const {
@@ -180,12 +196,27 @@ struct Communicator::Impl {
     if (code != ErrorCode::kRemoteError) transport->sendAbort(code, why);
   }
 
-  void allreduceHost(float* work, size_t count, const TensorOpts& t, CodecConfig cfg, Algo algo);
+  Algo prepareAllreduce(const TensorOpts& t, RedOp op, size_t count, CodecConfig* cfg);
+  void runAllreduce(float* work, size_t count, const TensorOpts& t, CodecConfig cfg, Algo algo, ChunkOps* ops);
   void allreduceImpl(const void* send, void* recv, size_t count, DataType dtype, RedOp op, const TensorOpts& t);
+  void allreduceDevice(const void* send, void* recv, size_t count, DataType dtype, RedOp op, const TensorOpts& t,
+                       void* stream);
+  void runAllgather(const float* in, float* out, size_t count, const TensorOpts& t, ChunkOps* ops);
   void allgatherImpl(const void* send, void* recv, size_t count, DataType dtype, const TensorOpts& t);
+  void allgatherDevice(const void* send, void* recv, size_t count, DataType dtype, const TensorOpts& t, void* stream);
 };
 
-void Communicator::Impl::allreduceHost(float* work, size_t count, const TensorOpts& t, CodecConfig cfg, Algo algo) {
+Algo Communicator::Impl::prepareAllreduce(const TensorOpts& t, RedOp op, size_t count, CodecConfig* cfg) {
+  *cfg = codecFor(t);
+  Algo requested = t.algo ? *t.algo : opts.algo;
+  QCCL_CHECK(static_cast<int>(requested) >= 0 && static_cast<int>(requested) <= 3, ErrorCode::kInvalidArgument,
+             "allreduce: unknown algorithm");
+  QCCL_CHECK(op == RedOp::kSum || op == RedOp::kAvg, ErrorCode::kInvalidArgument, "allreduce: unknown reduction");
+  return pickAlgo(requested, cfg, count);
+}
+
+void Communicator::Impl::runAllreduce(float* work, size_t count, const TensorOpts& t, CodecConfig cfg, Algo algo,
+                                      ChunkOps* ops) {
   const int rank = transport->rank(), size = transport->size();
   TensorState* st = nullptr;
   bool ef = opts.errorFeedback && cfg.codec != CodecId::kFp32 && algo != Algo::kRing;
@@ -196,6 +227,7 @@ void Communicator::Impl::allreduceHost(float* work, size_t count, const TensorOp
     ef = false;
   }
   ExecParams p = params(cfg);
+  p.ops = ops;
   Plan plan;
   switch (algo) {
     case Algo::kRing:
@@ -203,25 +235,24 @@ void Communicator::Impl::allreduceHost(float* work, size_t count, const TensorOp
       break;
     case Algo::kSra:
       plan = planSra(rank, size, count, cfg.bucket ? cfg.bucket : 32);
-      if (ef) p.ownerResidual = residual(st->owner, plan.ownerRange.size());
+      if (ef) {
+        size_t m = plan.ownerRange.size();
+        p.ownerResidual = ops ? residual(st->ownerDev, m) : residual(st->owner, m);
+      }
       break;
     default:
       plan = planAllgatherReduce(rank, size, count);
       break;
   }
-  if (ef) p.workerResidual = residual(st->worker, count);
+  if (ef) p.workerResidual = ops ? residual(st->workerDev, count) : residual(st->worker, count);
   guarded([&] { exec.run(plan, work, work, p); });
   if (st != nullptr) ++st->calls;
 }
 
 void Communicator::Impl::allreduceImpl(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
                                        const TensorOpts& t) {
-  CodecConfig cfg = codecFor(t);
-  Algo requested = t.algo ? *t.algo : opts.algo;
-  QCCL_CHECK(static_cast<int>(requested) >= 0 && static_cast<int>(requested) <= 3, ErrorCode::kInvalidArgument,
-             "allreduce: unknown algorithm");
-  QCCL_CHECK(op == RedOp::kSum || op == RedOp::kAvg, ErrorCode::kInvalidArgument, "allreduce: unknown reduction");
-  Algo algo = pickAlgo(requested, &cfg, count);
+  CodecConfig cfg;
+  Algo algo = prepareAllreduce(t, op, count, &cfg);
   ++seq;
   float* work;
   if (dtype == DataType::kFloat32) {
@@ -231,9 +262,9 @@ void Communicator::Impl::allreduceImpl(const void* send, void* recv, size_t coun
     work = static_cast<float*>(exec.extraBuffer(0, count * sizeof(float)));
     toFloat(send, dtype, work, count);
   }
-  allreduceHost(work, count, t, cfg, algo);
+  runAllreduce(work, count, t, cfg, algo, nullptr);
   if (op == RedOp::kAvg) {
-    // A multiply by 1/n (not a divide) so that the host and device paths round identically.
+    // A multiply by 1/n (not a divide), as the device path's cuda::scale does.
     const float inv = 1.0f / static_cast<float>(transport->size());
     for (size_t i = 0; i < count; ++i) work[i] = work[i] * inv;
   }
@@ -241,13 +272,30 @@ void Communicator::Impl::allreduceImpl(const void* send, void* recv, size_t coun
   ++calls;
 }
 
-void Communicator::Impl::allgatherImpl(const void* send, void* recv, size_t count, DataType dtype,
-                                       const TensorOpts& t) {
-  CodecConfig cfg = codecFor(t);
-  const int rank = transport->rank(), size = transport->size();
-  QCCL_CHECK(count <= (size_t{1} << 40) / static_cast<size_t>(size), ErrorCode::kInvalidArgument,
-             "allgather: count too large");
+// Same steps as allreduceImpl, with the conversions and the codec on the device and the caller's
+// stream. The last kernels (average, conversion) are left enqueued, as with any stream-ordered call.
+void Communicator::Impl::allreduceDevice(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
+                                         const TensorOpts& t, void* stream) {
+  CodecConfig cfg;
+  Algo algo = prepareAllreduce(t, op, count, &cfg);
+  device::DeviceContext& dc = deviceContext();
   ++seq;
+  float* work;
+  if (dtype == DataType::kFloat32) {
+    work = static_cast<float*>(recv);
+    if (send != recv) dc.copy(work, send, count * sizeof(float), stream);
+  } else {
+    work = dc.buffer(0, count);
+    dc.toFloat(send, dtype, work, count, stream);
+  }
+  runAllreduce(work, count, t, cfg, algo, dc.ops(stream));
+  if (op == RedOp::kAvg) dc.scale(work, count, 1.0f / static_cast<float>(transport->size()), stream);
+  if (dtype != DataType::kFloat32) dc.fromFloat(work, dtype, recv, count, stream);
+  ++calls;
+}
+
+void Communicator::Impl::runAllgather(const float* in, float* out, size_t count, const TensorOpts& t, ChunkOps* ops) {
+  CodecConfig cfg = codecFor(t);
   TensorState* st = nullptr;
   bool ef = opts.errorFeedback && cfg.codec != CodecId::kFp32;
   if (ef || opts.warmupCalls > 0) st = &state(t.id, count);
@@ -255,6 +303,19 @@ void Communicator::Impl::allgatherImpl(const void* send, void* recv, size_t coun
     cfg = resolveConfig(CodecConfig{});
     ef = false;
   }
+  ExecParams p = params(cfg);
+  p.ops = ops;
+  if (ef) p.workerResidual = ops ? residual(st->workerDev, count) : residual(st->worker, count);
+  Plan plan = planAllgather(transport->rank(), transport->size(), count);
+  guarded([&] { exec.run(plan, in, out, p); });
+  if (st != nullptr) ++st->calls;
+}
+
+void Communicator::Impl::allgatherImpl(const void* send, void* recv, size_t count, DataType dtype,
+                                       const TensorOpts& t) {
+  const size_t size = static_cast<size_t>(transport->size());
+  codecFor(t);  // validates before the call counts
+  ++seq;
   const float* in = static_cast<const float*>(send);
   float* out = static_cast<float*>(recv);
   if (dtype != DataType::kFloat32) {
@@ -263,12 +324,27 @@ void Communicator::Impl::allgatherImpl(const void* send, void* recv, size_t coun
     in = tmp;
     out = static_cast<float*>(exec.extraBuffer(1, count * size * sizeof(float)));
   }
-  ExecParams p = params(cfg);
-  if (ef) p.workerResidual = residual(st->worker, count);
-  Plan plan = planAllgather(rank, size, count);
-  guarded([&] { exec.run(plan, in, out, p); });
-  if (st != nullptr) ++st->calls;
+  runAllgather(in, out, count, t, nullptr);
   if (dtype != DataType::kFloat32) fromFloat(out, dtype, recv, count * size);
+  ++calls;
+}
+
+void Communicator::Impl::allgatherDevice(const void* send, void* recv, size_t count, DataType dtype,
+                                         const TensorOpts& t, void* stream) {
+  const size_t size = static_cast<size_t>(transport->size());
+  codecFor(t);
+  device::DeviceContext& dc = deviceContext();
+  ++seq;
+  const float* in = static_cast<const float*>(send);
+  float* out = static_cast<float*>(recv);
+  if (dtype != DataType::kFloat32) {
+    float* tmp = dc.buffer(0, count);
+    dc.toFloat(send, dtype, tmp, count, stream);
+    in = tmp;
+    out = dc.buffer(1, count * size);
+  }
+  runAllgather(in, out, count, t, dc.ops(stream));
+  if (dtype != DataType::kFloat32) dc.fromFloat(out, dtype, recv, count * size, stream);
   ++calls;
 }
 
@@ -293,16 +369,11 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
   const bool dev = count > 0 && device::isDevicePointer(recv);
   QCCL_CHECK(dev == (count > 0 && device::isDevicePointer(send)), ErrorCode::kInvalidArgument,
              "allreduce: send and recv must both be host or both be device memory");
-  if (!dev) {
+  if (dev) {
+    m.allreduceDevice(send, recv, count, dtype, op, opts, stream);
+  } else {
     m.allreduceImpl(send, recv, count, dtype, op, opts);
-    return;
   }
-  // Device buffers: the host path runs on a pinned copy (in place), staged on the caller's stream.
-  size_t bytes = count * dtypeBytes(dtype);
-  void* host = m.pinned.get(bytes);
-  device::copyToHost(host, send, bytes, stream);
-  m.allreduceImpl(host, host, count, dtype, op, opts);
-  device::copyToDevice(recv, host, bytes, stream);
 }
 
 void Communicator::allgather(const void* send, void* recv, size_t sendCount, DataType dtype, const TensorOpts& opts,
@@ -310,25 +381,23 @@ void Communicator::allgather(const void* send, void* recv, size_t sendCount, Dat
   Impl& m = *impl_;
   m.checkUsable();
   validateBuffers(send, recv, sendCount, dtype, "allgather");
+  QCCL_CHECK(sendCount <= (size_t{1} << 40) / static_cast<size_t>(size()), ErrorCode::kInvalidArgument,
+             "allgather: count too large");
   const bool dev = sendCount > 0 && device::isDevicePointer(recv);
   QCCL_CHECK(dev == (sendCount > 0 && device::isDevicePointer(send)), ErrorCode::kInvalidArgument,
              "allgather: send and recv must both be host or both be device memory");
-  if (!dev) {
+  if (dev) {
+    m.allgatherDevice(send, recv, sendCount, dtype, opts, stream);
+  } else {
     m.allgatherImpl(send, recv, sendCount, dtype, opts);
-    return;
   }
-  size_t inBytes = sendCount * dtypeBytes(dtype), outBytes = inBytes * static_cast<size_t>(size());
-  uint8_t* host = static_cast<uint8_t*>(m.pinned.get(inBytes + outBytes));
-  device::copyToHost(host, send, inBytes, stream);
-  m.allgatherImpl(host, host + inBytes, sendCount, dtype, opts);
-  device::copyToDevice(recv, host + inBytes, outBytes, stream);
 }
 
 void Communicator::releaseTensor(uint64_t id) {
   Impl& m = *impl_;
   for (auto it = m.tensors.lower_bound(std::make_pair(id, size_t{0}));
        it != m.tensors.end() && it->first.first == id;) {
-    m.residualBytes -= (it->second.worker.size() + it->second.owner.size()) * sizeof(float);
+    m.residualBytes -= it->second.bytes();
     it = m.tensors.erase(it);
   }
 }
@@ -345,8 +414,9 @@ CommStats Communicator::stats() const {
   s.bytesReceived = e.bytesReceived;
   s.calls = m.calls;
   s.residualBytes = m.residualBytes;
-  s.stagingBytes = e.stagingBytes + m.pinned.capacity();
-  s.peakStagingBytes = e.peakStagingBytes + m.pinned.capacity();
+  const uint64_t devBytes = m.dev ? m.dev->bytesHeld() : 0;
+  s.stagingBytes = e.stagingBytes + devBytes;
+  s.peakStagingBytes = e.peakStagingBytes + devBytes;
   return s;
 }
 

@@ -60,7 +60,7 @@ uint64_t rngOffsetFor(uint32_t seq, int rank, int step, size_t begin) {
       seq ^ splitmix64(static_cast<uint64_t>(rank) ^ splitmix64(static_cast<uint64_t>(step) ^ splitmix64(begin))));
 }
 
-void checkHeader(const uint8_t* buf, size_t bytes, const ExecParams& p, size_t n, int peer, int me) {
+WireInfo checkHeader(const uint8_t* buf, size_t bytes, const ExecParams& p, size_t n, int peer, int me) {
   WireInfo info = parseWire(buf, bytes);
   std::string from = "rank " + std::to_string(me) + ": message from rank " + std::to_string(peer) + ": ";
   if (info.seq != p.seq)
@@ -76,6 +76,7 @@ void checkHeader(const uint8_t* buf, size_t bytes, const ExecParams& p, size_t n
   if (info.count != n)
     QCCL_THROW(ErrorCode::kMismatch, from + "holds " + std::to_string(info.count) + " elements but this rank expects " +
                                          std::to_string(n) + " (element counts differ across ranks)");
+  return info;
 }
 
 struct SendGroup {
@@ -196,7 +197,8 @@ void Executor::runStep(const Plan& plan, int si, const float* src, float* dst, c
       ep.seq = p.seq;
       ep.rngOffset = rngOffsetFor(p.seq, me, si, c.begin);
       uint8_t* buf = gslot[g * D + k % D];
-      size_t bytes = encode(p.codec, src + c.begin, res, c.size(), buf, capacity(grp.range), ep);
+      size_t bytes = p.ops ? p.ops->encode(p.codec, src + c.begin, res, c.size(), buf, capacity(grp.range), ep)
+                           : encode(p.codec, src + c.begin, res, c.size(), buf, capacity(grp.range), ep);
       gbytes[g] = bytes;
       for (int peer : grp.peers) {
         reqs.push_back(t_.isend(peer, makeTag(si, k), buf, bytes));
@@ -221,12 +223,15 @@ void Executor::runStep(const Plan& plan, int si, const float* src, float* dst, c
         stats_.bytesReceived += bytes;
         buf = rslot[r * D + k % D];
       }
-      checkHeader(buf, bytes, p, c.size(), tr.peer, me);
+      WireInfo info = checkHeader(buf, bytes, p, c.size(), tr.peer, me);
       float* out = dst + tr.dstOffset + (c.begin - tr.range.begin);
-      if (st.op == RecvOp::kCopy || (st.op == RecvOp::kSum && first)) {
-        decode(buf, bytes, out, c.size());
-      } else {
+      bool add = !(st.op == RecvOp::kCopy || (st.op == RecvOp::kSum && first));
+      if (p.ops) {
+        p.ops->decode(info, buf, out, c.size(), add);
+      } else if (add) {
         decodeAdd(buf, bytes, out, c.size());
+      } else {
+        decode(buf, bytes, out, c.size());
       }
       first = false;
       if (selfGroup[r] < 0 && k + D < K) postRecv(r, k + D);

@@ -19,6 +19,20 @@
 
 namespace qccl {
 
+/// How the executor touches the data buffers. Without one (ExecParams::ops == nullptr) the CPU
+/// codec works on host memory; the device path (device_path.hpp) supplies one for device buffers.
+/// Wire bytes are always in host memory: they are what the transport sends and receives.
+class ChunkOps {
+ public:
+  virtual ~ChunkOps() = default;
+  /// Encodes n elements of src (error feedback through residual, may be null) into the host
+  /// buffer `out` of `capacity` bytes. Returns the bytes written.
+  virtual size_t encode(const CodecConfig& cfg, const float* src, float* residual, size_t n, void* out, size_t capacity,
+                        const EncodeParams& params) = 0;
+  /// dst[0..n) = decode(in), or += when `add`. `info` is the validated header of `in`.
+  virtual void decode(const WireInfo& info, const void* in, float* dst, size_t n, bool add) = 0;
+};
+
 /// Parameters of one collective call, identical on every rank.
 struct ExecParams {
   CodecConfig codec;                ///< resolved (resolveConfig)
@@ -28,6 +42,7 @@ struct ExecParams {
   double timeoutSec = 300;          ///< limit of every single wait
   float* workerResidual = nullptr;  ///< indexed like the source; null = no error feedback
   float* ownerResidual = nullptr;   ///< indexed from plan.ownerRange.begin; null = none
+  ChunkOps* ops = nullptr;          ///< null: CPU codec on host buffers
 };
 
 struct ExecStats {
