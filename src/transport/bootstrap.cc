@@ -59,6 +59,11 @@ class Fd {
     return *this;
   }
   int get() const { return fd_; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
   void reset() {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
@@ -252,7 +257,7 @@ void sendReply(int fd, ErrorCode code, const std::string& msg, const std::vector
 // Rank 0's half. Stray connections (wrong magic, silence, another job's nonce) are dropped and do
 // not count; a rank of this job with a different nranks or a bad rank fails the whole bootstrap.
 std::vector<std::string> rootGather(const BootstrapAddress& a, int nranks, const std::string& local,
-                                    Clock::time_point deadline) {
+                                    Clock::time_point deadline, BootstrapLinks* links) {
   std::vector<std::string> blobs(nranks);
   std::vector<char> seen(nranks, 0);
   blobs[0] = local;
@@ -318,11 +323,12 @@ std::vector<std::string> rootGather(const BootstrapAddress& a, int nranks, const
     }
   }
   if (err != ErrorCode::kSuccess) throw Error(err, errMsg);
+  for (auto& j : joined) links->adopt(j.rank, j.fd.release());
   return blobs;
 }
 
 std::vector<std::string> peerGather(const BootstrapAddress& a, int nranks, int rank, const std::string& local,
-                                    Clock::time_point deadline) {
+                                    Clock::time_point deadline, BootstrapLinks* links) {
   Fd fd = connectRetry(a, deadline);
   std::string hello;
   put<uint32_t>(hello, kHelloMagic);
@@ -344,6 +350,7 @@ std::vector<std::string> peerGather(const BootstrapAddress& a, int nranks, int r
     }
     std::vector<std::string> blobs(nranks);
     for (auto& b : blobs) b = readBlob(fd.get(), deadline);
+    links->adopt(0, fd.release());
     return blobs;
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kTimeout) {
@@ -406,15 +413,103 @@ BootstrapAddress parseUniqueId(const qcclUniqueId& id) {
   return a;
 }
 
-std::vector<std::string> bootstrapAllgather(const qcclUniqueId& id, int nranks, int rank, const std::string& local,
-                                            double timeoutSec) {
+BootstrapResult bootstrapConnect(const qcclUniqueId& id, int nranks, int rank, const std::string& local,
+                                 double timeoutSec) {
   QCCL_CHECK(nranks >= 1 && rank >= 0 && rank < nranks, ErrorCode::kInvalidArgument,
              "bootstrap: rank " + std::to_string(rank) + " is not in [0, nranks=" + std::to_string(nranks) + ")");
   QCCL_CHECK(timeoutSec > 0, ErrorCode::kInvalidArgument, "bootstrap: timeout must be positive");
   QCCL_CHECK(local.size() <= kMaxBlob, ErrorCode::kInvalidArgument, "bootstrap: blob larger than 1 MiB");
   BootstrapAddress a = parseUniqueId(id);
   auto deadline = after(timeoutSec);
-  return rank == 0 ? rootGather(a, nranks, local, deadline) : peerGather(a, nranks, rank, local, deadline);
+  BootstrapResult out;
+  out.links = std::make_unique<BootstrapLinks>(rank, nranks);
+  out.blobs = rank == 0 ? rootGather(a, nranks, local, deadline, out.links.get())
+                        : peerGather(a, nranks, rank, local, deadline, out.links.get());
+  return out;
+}
+
+std::vector<std::string> bootstrapAllgather(const qcclUniqueId& id, int nranks, int rank, const std::string& local,
+                                            double timeoutSec) {
+  return bootstrapConnect(id, nranks, rank, local, timeoutSec).blobs;
+}
+
+// Liveness notices on the kept connections: one type byte and the int32 rank it is about.
+// 'B': the sender leaves in good order. 'D' (from rank 0 only): that rank died.
+constexpr size_t kNoticeBytes = 5;
+
+BootstrapLinks::BootstrapLinks(int rank, int nranks) : rank_(rank), fds_(nranks, -1), inbox_(nranks) {}
+
+BootstrapLinks::~BootstrapLinks() {
+  for (size_t p = 0; p < fds_.size(); ++p) {
+    if (fds_[p] < 0) continue;
+    tell(static_cast<int>(p), 'B', rank_);
+    ::close(fds_[p]);
+  }
+}
+
+void BootstrapLinks::adopt(int peer, int fd) {
+  if (peer < 0 || peer >= static_cast<int>(fds_.size())) {
+    ::close(fd);
+    return;
+  }
+  if (fds_[peer] >= 0) ::close(fds_[peer]);
+  fds_[peer] = fd;
+}
+
+void BootstrapLinks::tell(int peer, char type, int32_t who) noexcept {
+  char msg[kNoticeBytes];
+  msg[0] = type;
+  std::memcpy(msg + 1, &who, sizeof who);
+  // Five bytes on an idle socket: a full send buffer would mean the peer is stuck anyway.
+  (void)::send(fds_[peer], msg, sizeof msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+void BootstrapLinks::lost(int peer, std::vector<int>* dead) noexcept {
+  ::close(fds_[peer]);
+  fds_[peer] = -1;
+  dead->push_back(peer);
+  if (rank_ != 0) return;
+  for (size_t p = 0; p < fds_.size(); ++p) {
+    if (fds_[p] >= 0) tell(static_cast<int>(p), 'D', peer);
+  }
+}
+
+std::vector<int> BootstrapLinks::poll() noexcept {
+  std::vector<int> dead;
+  try {
+    std::vector<pollfd> pfds;
+    for (size_t p = 0; p < fds_.size(); ++p) {
+      if (fds_[p] >= 0) pfds.push_back(pollfd{fds_[p], POLLIN, 0});
+    }
+    if (pfds.empty() || ::poll(pfds.data(), pfds.size(), 0) <= 0) return dead;
+    for (const pollfd& pf : pfds) {
+      if (pf.revents == 0) continue;
+      int peer = static_cast<int>(std::find(fds_.begin(), fds_.end(), pf.fd) - fds_.begin());
+      char buf[64];
+      ssize_t n = ::recv(pf.fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+      if (n > 0) inbox_[peer].append(buf, static_cast<size_t>(n));
+      bool bye = false;
+      while (inbox_[peer].size() >= kNoticeBytes && !bye) {
+        int32_t who = -1;
+        std::memcpy(&who, inbox_[peer].data() + 1, sizeof who);
+        char type = inbox_[peer][0];
+        inbox_[peer].erase(0, kNoticeBytes);
+        if (type == 'B') bye = true;
+        bool valid = who >= 0 && who < static_cast<int>(fds_.size()) && who != rank_;
+        if (type == 'D' && peer == 0 && valid) dead.push_back(who);
+      }
+      if (bye) {
+        ::close(fds_[peer]);
+        fds_[peer] = -1;
+      } else if (n <= 0) {
+        lost(peer, &dead);
+      }
+    }
+  } catch (...) {
+    // Allocation failure: liveness is best effort, the operation's timeout still applies.
+  }
+  return dead;
 }
 
 }  // namespace qccl

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,11 +30,47 @@ struct BootstrapAddress {
 };
 BootstrapAddress parseUniqueId(const qcclUniqueId& id);
 
+/// The bootstrap connections, kept open after the exchange so that ranks learn when a process
+/// dies: the kernel closes a dead process's sockets, and a connection that closes without a
+/// goodbye means that rank is gone. Rank 0 holds a connection to every rank and relays each death
+/// to the others; the other ranks hold their connection to rank 0. A host that vanishes without
+/// closing its sockets is not seen here (the operation's timeout covers that).
+class BootstrapLinks {
+ public:
+  BootstrapLinks(int rank, int nranks);
+  /// Says goodbye on every connection and closes them.
+  ~BootstrapLinks();
+  BootstrapLinks(const BootstrapLinks&) = delete;
+  BootstrapLinks& operator=(const BootstrapLinks&) = delete;
+
+  /// Takes ownership of the connected socket `fd` to `peer`.
+  void adopt(int peer, int fd);
+  /// Reads what has arrived, without blocking, and returns the ranks learnt dead since the last
+  /// call. Never throws.
+  std::vector<int> poll() noexcept;
+
+ private:
+  void lost(int peer, std::vector<int>* dead) noexcept;
+  void tell(int peer, char type, int32_t who) noexcept;
+
+  int rank_;
+  std::vector<int> fds_;            // by rank; -1 when there is none
+  std::vector<std::string> inbox_;  // bytes of incomplete notices, by rank
+};
+
 /// Collective over `nranks` ranks: returns every rank's `local` blob (at most 1 MiB), indexed by
-/// rank. Rank 0 listens on the id's port (all interfaces); the others connect, retrying until the
-/// deadline. Rank 0 checks the nonce, nranks and ranks: a mismatch or duplicate gives
-/// Error(kMismatch) on rank 0 and on every rank that reached it; missing ranks give
-/// Error(kTimeout) after `timeoutSec`. Socket failures give Error(kSystemError).
+/// rank, and the links that stay open. Rank 0 listens on the id's port (all interfaces); the
+/// others connect, retrying until the deadline. Rank 0 checks the nonce, nranks and ranks: a
+/// mismatch or duplicate gives Error(kMismatch) on rank 0 and on every rank that reached it;
+/// missing ranks give Error(kTimeout) after `timeoutSec`. Socket failures give Error(kSystemError).
+struct BootstrapResult {
+  std::vector<std::string> blobs;
+  std::unique_ptr<BootstrapLinks> links;
+};
+BootstrapResult bootstrapConnect(const qcclUniqueId& id, int nranks, int rank, const std::string& local,
+                                 double timeoutSec);
+
+/// bootstrapConnect() without the links (they say goodbye at once).
 std::vector<std::string> bootstrapAllgather(const qcclUniqueId& id, int nranks, int rank, const std::string& local,
                                             double timeoutSec);
 

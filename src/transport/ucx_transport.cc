@@ -1,11 +1,13 @@
 // UCX transport: UCP tag messages, tag = (source rank << 32) | tag, matched with a full mask.
-// Abort notices use the reserved low tag kMaxTag from any source. Endpoints use peer error
-// handling: UCX reports a dead peer through errorCallback(), and requests that involve that peer
-// then fail instead of waiting forever.
+// Abort notices use the reserved low tag kMaxTag from any source.
+//
+// Endpoints use no UCX peer error handling: in UCX 1.13 it excludes the shared-memory transports
+// (posix, sysv, cma), which halves intra-node bandwidth, and makes them unusable when UCX_TLS
+// names only those. A dead peer is learnt instead from the bootstrap connections, which stay open
+// (BootstrapLinks), and requests that involve it then fail with kRemoteError instead of waiting.
 #include "transport/ucx_transport.hpp"
 
 #include <ucp/api/ucp.h>
-#include <ucs/config/global_opts.h>
 
 #include <algorithm>
 #include <cstring>
@@ -23,6 +25,7 @@ constexpr ucp_tag_t kLowMask = 0xffffffffull;
 constexpr size_t kAbortBytes = 256;  // int32 code + reason text
 // sendAbort() drives its notices for at most this long, so it never blocks for long.
 constexpr std::chrono::milliseconds kAbortDrive{100};
+constexpr std::chrono::milliseconds kLivenessPeriod{2};
 // Upper bound on flushing endpoints at destruction when a peer does not answer.
 constexpr double kMaxCloseSec = 10.0;
 // How long dropping an unfinished request waits for UCX to let go of the caller's buffer: longer
@@ -36,10 +39,8 @@ constexpr std::chrono::milliseconds kDropSendWait{100};
 
 struct PeerState {
   int rank = 0;
-  ucs_status_t failure = UCS_OK;  // set by UCX's error callback
+  bool failed = false;  // its process is known to be gone
 };
-
-void errorCallback(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) { static_cast<PeerState*>(arg)->failure = status; }
 
 // UCX 1.13 reports a receive's length only to its callback, so every receive has one, and it
 // stores the details in the request's own memory (UCP_PARAM_FIELD_REQUEST_SIZE), which lives
@@ -74,7 +75,7 @@ class UcxRequest final : public Request {
     // caller's buffer still exists rather than have UCX write into freed memory later.
     ucp_request_cancel(worker_, req_);
     auto until = Clock::now() + (isRecv_ ? kDropRecvWait : kDropSendWait);
-    while (ucp_request_check_status(req_) == UCS_INPROGRESS && peer_->failure == UCS_OK && Clock::now() < until) {
+    while (ucp_request_check_status(req_) == UCS_INPROGRESS && !peer_->failed && Clock::now() < until) {
       ucp_worker_progress(worker_);
     }
     ucp_request_free(req_);  // UCX releases it once it has completed
@@ -85,9 +86,9 @@ class UcxRequest final : public Request {
       ucs_status_t st = ucp_request_check_status(req_);
       if (isRecv_ && st != UCS_INPROGRESS) bytes_ = static_cast<RecvSlot*>(req_)->length;
       if (st == UCS_INPROGRESS) {
-        if (peer_->failure != UCS_OK) {
-          throw Error(ErrorCode::kRemoteError, "qccl ucx transport: rank " + std::to_string(peer_->rank) + " failed (" +
-                                                   ucs_status_string(peer_->failure) + ") while a " + kind() +
+        if (peer_->failed) {
+          throw Error(ErrorCode::kRemoteError, "qccl ucx transport: the process of rank " +
+                                                   std::to_string(peer_->rank) + " exited while a " + kind() +
                                                    " of tag " + std::to_string(tag_) + " was pending");
         }
         return false;
@@ -104,7 +105,7 @@ class UcxRequest final : public Request {
                                                   ": the message is longer than the receive capacity of " +
                                                   std::to_string(capacity_) + " bytes");
     }
-    if (peer_->failure != UCS_OK || status_ == UCS_ERR_CONNECTION_RESET || status_ == UCS_ERR_ENDPOINT_TIMEOUT ||
+    if (peer_->failed || status_ == UCS_ERR_CONNECTION_RESET || status_ == UCS_ERR_ENDPOINT_TIMEOUT ||
         status_ == UCS_ERR_UNREACHABLE) {
       throw Error(ErrorCode::kRemoteError,
                   "qccl ucx transport: " + what + " failed, the peer is gone: " + ucs_status_string(status_));
@@ -161,14 +162,17 @@ class UcxTransport final : public Transport {
     std::string mine(reinterpret_cast<const char*>(attr.address), attr.address_length);
     ucp_worker_release_address(worker_, attr.address);
 
-    std::vector<std::string> all = bootstrapAllgather(id, size_, rank_, mine, timeoutSec_);
+    BootstrapResult boot = bootstrapConnect(id, size_, rank_, mine, timeoutSec_);
+    links_ = std::move(boot.links);
     eps_.assign(size_, nullptr);
-    // Start with the next rank: if the allowed transports cannot report peer failures, every
-    // endpoint goes without (see connect()).
-    for (int i = 0; i < size_; ++i) {
-      int r = (rank_ + 1 + i) % size_;
-      QCCL_CHECK(!all[r].empty(), ErrorCode::kMalformed, "bootstrap: empty UCX address of rank " + std::to_string(r));
-      connect(r, all[r]);
+    for (int r = 0; r < size_; ++r) {
+      const std::string& addr = boot.blobs[r];
+      QCCL_CHECK(!addr.empty(), ErrorCode::kMalformed, "bootstrap: empty UCX address of rank " + std::to_string(r));
+      ucp_ep_params_t ep{};
+      ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+      ep.address = reinterpret_cast<const ucp_address_t*>(addr.data());
+      st = ucp_ep_create(worker_, &ep, &eps_[r]);
+      if (st != UCS_OK) throwUcs(st, "ucp_ep_create to rank " + std::to_string(r));
     }
     postAbortRecv();
   }
@@ -207,6 +211,12 @@ class UcxTransport final : public Transport {
   void progress() override {
     for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) {
     }
+    // A poll() on the bootstrap sockets costs a system call: a few hundred per second suffice.
+    auto now = Clock::now();
+    if (links_ && now >= nextLivenessCheck_) {
+      nextLivenessCheck_ = now + kLivenessPeriod;
+      for (int r : links_->poll()) peers_[r].failed = true;
+    }
   }
 
   void sendAbort(ErrorCode code, const std::string& reason) noexcept override {
@@ -219,7 +229,7 @@ class UcxTransport final : public Transport {
       size_t len = std::min(reason.size(), kAbortBytes - sizeof c);
       std::memcpy(abortOut_.data() + sizeof c, reason.data(), len);
       for (int p = 0; p < size_; ++p) {
-        if (p == rank_ || peers_[p].failure != UCS_OK) continue;
+        if (p == rank_ || peers_[p].failed) continue;
         ucp_request_param_t prm{};
         ucs_status_ptr_t r = ucp_tag_send_nbx(eps_[p], abortOut_.data(), sizeof c + len, fullTag(rank_, kMaxTag), &prm);
         if (UCS_PTR_IS_PTR(r)) abortSends_.push_back(r);
@@ -249,44 +259,12 @@ class UcxTransport final : public Transport {
   }
 
  private:
-  // UCX 1.13's shared-memory transports (posix, sysv, cma, self) cannot detect a dead peer, so
-  // with UCX_TLS limited to them an endpoint in UCP_ERR_HANDLING_MODE_PEER is unreachable. Then
-  // the endpoints go without error handling and a dead peer shows as Error(kTimeout) instead.
-  void connect(int r, const std::string& address) {
-    ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-    ep.address = reinterpret_cast<const ucp_address_t*>(address.data());
-    ep.err_mode = peerFailureMode_ ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
-    if (peerFailureMode_) {
-      ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
-      ep.err_handler.cb = errorCallback;
-      ep.err_handler.arg = &peers_[r];
-    }
-    ucs_status_t st;
-    if (peerFailureMode_ && !probed_) {
-      // The probe failing is expected with shared memory only; keep UCX from logging it as an
-      // ERROR. The log level is restored at once.
-      probed_ = true;
-      ucs_log_level_t saved = ucs_global_opts.log_component.log_level;
-      ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_FATAL;
-      st = ucp_ep_create(worker_, &ep, &eps_[r]);
-      ucs_global_opts.log_component.log_level = saved;
-    } else {
-      st = ucp_ep_create(worker_, &ep, &eps_[r]);
-    }
-    if (st == UCS_ERR_UNREACHABLE && peerFailureMode_) {
-      peerFailureMode_ = false;
-      return connect(r, address);
-    }
-    if (st != UCS_OK) throwUcs(st, "ucp_ep_create to rank " + std::to_string(r));
-  }
-
   static ucp_tag_t fullTag(int rank, uint32_t tag) { return (static_cast<ucp_tag_t>(rank) << 32) | tag; }
 
   RequestPtr wrap(ucs_status_ptr_t r, int peer, bool isRecv, uint32_t tag, size_t bytes, size_t capacity) {
     if (UCS_PTR_IS_ERR(r) && UCS_PTR_STATUS(r) != UCS_ERR_MESSAGE_TRUNCATED) {
       // Failing on the spot (e.g. a dead endpoint) is reported like a later failure, from test().
-      if (peers_[peer].failure == UCS_OK) throwUcs(UCS_PTR_STATUS(r), isRecv ? "ucp_tag_recv_nbx" : "ucp_tag_send_nbx");
+      if (!peers_[peer].failed) throwUcs(UCS_PTR_STATUS(r), isRecv ? "ucp_tag_recv_nbx" : "ucp_tag_send_nbx");
     }
     void* req = UCS_PTR_IS_PTR(r) ? r : nullptr;
     auto out = std::make_unique<UcxRequest>(worker_, &peers_[peer], isRecv, tag, bytes, req, UCS_PTR_STATUS(r));
@@ -330,7 +308,7 @@ class UcxTransport final : public Transport {
       if (eps_[r] == nullptr) continue;
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      p.flags = peers_[r].failure != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+      p.flags = peers_[r].failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;
       ucs_status_ptr_t req = ucp_ep_close_nbx(eps_[r], &p);
       if (UCS_PTR_IS_PTR(req)) pending.push_back(req);
     }
@@ -358,12 +336,12 @@ class UcxTransport final : public Transport {
   int rank_;
   int size_;
   double timeoutSec_;
-  std::vector<PeerState> peers_;  // sized once: UCX holds pointers to its elements
+  std::vector<PeerState> peers_;  // sized once: requests hold pointers to its elements
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   std::vector<ucp_ep_h> eps_;
-  bool peerFailureMode_ = true;
-  bool probed_ = false;
+  std::unique_ptr<BootstrapLinks> links_;
+  Clock::time_point nextLivenessCheck_{};
   void* abortRecv_ = nullptr;
   std::vector<char> abortIn_;
   std::vector<char> abortOut_;

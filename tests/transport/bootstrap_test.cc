@@ -1,6 +1,8 @@
 // Bootstrap of the UCX transport, in one process over real sockets: unique ids, the allgather
 // through rank 0, and its failures (mismatch, duplicate rank, missing ranks).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -120,6 +122,58 @@ TEST(Bootstrap, MissingRankTimesOutOnRoot) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kTimeout) << e.what();
     EXPECT_NE(std::string(e.what()).find("1 of 2"), std::string::npos) << e.what();
+  }
+}
+
+// Rank 2 runs in a child process. When it leaves in good order the others must not call it dead;
+// when it just exits, rank 0 sees its connection close and rank 1 hears it from rank 0.
+TEST(BootstrapLinks, DeathIsReportedAndGoodbyeIsNot) {
+  for (bool graceful : {true, false}) {
+    SCOPED_TRACE(graceful ? "goodbye" : "death");
+    qcclUniqueId id;
+    getUniqueId(&id);
+    pid_t pid = fork();  // before any thread exists in this test
+    if (pid == 0) {
+      try {
+        BootstrapResult r = bootstrapConnect(id, 3, 2, "c", 10);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        if (!graceful) _exit(0);  // no destructors: the links close without a goodbye
+      } catch (...) {
+        _exit(1);
+      }
+      _exit(0);
+    }
+    std::vector<std::vector<int>> dead(2);
+    std::vector<std::string> errs(2);
+    std::vector<std::thread> th;
+    for (int r = 0; r < 2; ++r) {
+      th.emplace_back([&, r] {
+        try {
+          BootstrapResult res = bootstrapConnect(id, 3, r, "p", 10);
+          auto until = Clock::now() + std::chrono::seconds(graceful ? 1 : 5);
+          while (Clock::now() < until && dead[r].empty()) {
+            for (int d : res.links->poll()) dead[r].push_back(d);
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          }
+          // Rank 0 keeps its links until rank 1 has had time to hear the news.
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        } catch (const std::exception& e) {
+          errs[r] = e.what();
+        }
+      });
+    }
+    for (auto& t : th) t.join();
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(errs[r], "");
+      if (graceful) {
+        EXPECT_TRUE(dead[r].empty()) << "rank " << r;
+      } else {
+        EXPECT_EQ(dead[r], std::vector<int>{2}) << "rank " << r;
+      }
+    }
   }
 }
 
