@@ -16,8 +16,10 @@ namespace {
 
 constexpr int kAbortTag = static_cast<int>(kMaxTag);
 constexpr size_t kAbortBytes = 256;  // int32 code + reason text
-// How long a destructor waits for a cancelled or unfinished request before letting MPI free it.
-constexpr std::chrono::milliseconds kCancelWait{200};
+// How long dropping an unfinished request waits for MPI to let go of the caller's buffer before
+// handing the request to MPI_Request_free: longer for receives, which MPI would write into.
+constexpr std::chrono::milliseconds kDropRecvWait{1000};
+constexpr std::chrono::milliseconds kDropSendWait{200};
 
 bool mpiUsable() {
   int initialized = 0, finalized = 0;
@@ -40,10 +42,10 @@ std::string mpiErrorText(int rc) {
 // Gives a request that will not be waited for a short chance to finish, then hands it to MPI.
 // A cancelled receive completes at once; a send cannot always be cancelled (ob1), so MPI_Request_free
 // lets it finish in the background.
-void dropRequest(MPI_Request* req) {
+void dropRequest(MPI_Request* req, std::chrono::milliseconds wait) {
   if (*req == MPI_REQUEST_NULL || !mpiUsable()) return;
   MPI_Cancel(req);
-  auto until = Clock::now() + kCancelWait;
+  auto until = Clock::now() + wait;
   int flag = 0;
   while (Clock::now() < until) {
     if (MPI_Test(req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag) break;
@@ -56,7 +58,7 @@ class MpiRequest final : public Request {
  public:
   MpiRequest(bool isRecv, int peer, uint32_t tag, size_t bytes)
       : isRecv_(isRecv), peer_(peer), tag_(tag), bytes_(isRecv ? 0 : bytes) {}
-  ~MpiRequest() override { dropRequest(&req_); }
+  ~MpiRequest() override { dropRequest(&req_, isRecv_ ? kDropRecvWait : kDropSendWait); }
 
   MPI_Request* handle() { return &req_; }
 
@@ -117,8 +119,8 @@ class MpiTransport final : public Transport {
 
   ~MpiTransport() override {
     if (!mpiUsable()) return;  // after MPI_Finalize nothing can be released any more
-    dropRequest(&abortRecv_);
-    for (auto& r : abortSends_) dropRequest(&r);
+    dropRequest(&abortRecv_, kDropRecvWait);
+    for (auto& r : abortSends_) dropRequest(&r, kDropSendWait);
     MPI_Comm_free(&comm_);
   }
 

@@ -267,7 +267,7 @@ TEST(UcxProcesses, AllToAll) {
   all.push_back({"posix+cma", {"UCX_TLS=posix,cma,self"}});
   all.push_back({"UCX default or inherited", {}});
   for (const auto& tl : all) {
-    for (int n : {2, 4}) {
+    for (int n : {1, 2, 4}) {
       SCOPED_TRACE(tl.first + " n=" + std::to_string(n));
       expectAllZero(launch("alltoall", n, tl.second, 90));
     }
