@@ -6,10 +6,11 @@
 // no FMA (contraction is off project-wide). Buckets whose size is not a multiple of 32, buckets
 // that turn out non-finite, and stochastic maxmin are handed to the scalar kernel: they are rare
 // (one partial bucket per call) or bound by the scalar Philox stream.
-// GCC 12 reports -Wmaybe-uninitialized inside the AVX-512 intrinsic headers (their
+// GCC 12 reports -W(maybe-)uninitialized inside the AVX-512 intrinsic headers (their
 // _mm512_undefined_* self-initialization); the warning is about the headers, not this code.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <immintrin.h>
 
@@ -274,26 +275,44 @@ QCCL_TARGET_AVX512 void decodeMaxMin(const BucketCtx& ctx, const uint8_t* block,
 }
 
 // ---------------------------------------------------------------------------------------------
-// dyn8: absmax pass, then a 7-step gathered binary search over the thresholds.
+// dyn8: absmax pass, then a 7-step binary search over the thresholds. Table lookups use
+// in-register permutes of a 128-entry table (gathers are slow on some cores).
 // ---------------------------------------------------------------------------------------------
-QCCL_TARGET_AVX512 inline __m512i dyn8Codes(__m512 x, __m512 absmax, const float* thr) {
+struct Table128 {
+  __m512 t[8];
+};
+
+QCCL_TARGET_AVX512 inline Table128 loadTable(const float* src, int count) {
+  alignas(64) float padded[128];
+  for (int k = 0; k < 128; ++k) padded[k] = k < count ? src[k] : INFINITY;  // a > +Inf never holds
+  Table128 tab;
+  for (int j = 0; j < 8; ++j) tab.t[j] = _mm512_load_ps(padded + 16 * j);
+  return tab;
+}
+
+// tab[idx] for idx in [0, 128).
+QCCL_TARGET_AVX512 inline __m512 lookup(const Table128& tab, __m512i idx) {
+  __m512 a = _mm512_permutex2var_ps(tab.t[0], idx, tab.t[1]), b = _mm512_permutex2var_ps(tab.t[2], idx, tab.t[3]);
+  __m512 c = _mm512_permutex2var_ps(tab.t[4], idx, tab.t[5]), d = _mm512_permutex2var_ps(tab.t[6], idx, tab.t[7]);
+  __mmask16 bit5 = _mm512_test_epi32_mask(idx, _mm512_set1_epi32(32));
+  __mmask16 bit6 = _mm512_test_epi32_mask(idx, _mm512_set1_epi32(64));
+  return _mm512_mask_blend_ps(bit6, _mm512_mask_blend_ps(bit5, a, b), _mm512_mask_blend_ps(bit5, c, d));
+}
+
+QCCL_TARGET_AVX512 inline __m512i dyn8Codes(__m512 x, __m512 absmax, const Table128& thr) {
   __m512 a = _mm512_div_ps(_mm512_abs_ps(x), absmax);
   __m512i lo = _mm512_setzero_si512();
   for (int s = 64; s >= 1; s >>= 1) {
-    __m512i idx = _mm512_add_epi32(lo, _mm512_set1_epi32(s - 1));
-    __mmask16 inRange = _mm512_cmplt_epi32_mask(idx, _mm512_set1_epi32(127));
-    __m512 t = _mm512_mask_i32gather_ps(_mm512_set1_ps(INFINITY), inRange, idx, thr, 4);
-    __mmask16 up = _mm512_cmp_ps_mask(a, t, _CMP_GT_OQ);
-    lo = _mm512_mask_add_epi32(lo, up, lo, _mm512_set1_epi32(s));
+    __m512 t = lookup(thr, _mm512_add_epi32(lo, _mm512_set1_epi32(s - 1)));
+    lo = _mm512_mask_add_epi32(lo, _mm512_cmp_ps_mask(a, t, _CMP_GT_OQ), lo, _mm512_set1_epi32(s));
   }
   __mmask16 neg =
       _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ) & _mm512_cmpneq_epi32_mask(lo, _mm512_setzero_si512());
   return _mm512_mask_or_epi32(lo, neg, lo, _mm512_set1_epi32(0x80));
 }
 
-QCCL_TARGET_AVX512 inline __m512 dyn8Values(__m512i code, __m512 absmax, const float* mag) {
-  __m512i idx = _mm512_and_si512(code, _mm512_set1_epi32(0x7f));
-  __m512 v = _mm512_mul_ps(_mm512_i32gather_ps(idx, mag, 4), absmax);
+QCCL_TARGET_AVX512 inline __m512 dyn8Values(__m512i code, __m512 absmax, const Table128& mag) {
+  __m512 v = _mm512_mul_ps(lookup(mag, _mm512_and_si512(code, _mm512_set1_epi32(0x7f))), absmax);
   __mmask16 neg = _mm512_test_epi32_mask(code, _mm512_set1_epi32(0x80));
   // Flip the sign bit (not 0 - v) so a hostile code 0x80 decodes to -0.0f as in the scalar path.
   __m512i bits = _mm512_castps_si512(v);
@@ -316,11 +335,12 @@ QCCL_TARGET_AVX512 bool encodeDyn8T(const BucketCtx& ctx, const float* in, float
   if (bad || absmax == 0.0f) return scalarEncode(CodecId::kDyn8, ctx, in, res, m, base, block);
   storeF32(block, absmax);
   const __m512 am = _mm512_set1_ps(absmax);
+  const Table128 thr = loadTable(ctx.dyn8->threshold, 127), mag = loadTable(ctx.dyn8->magnitude, 128);
   for (uint32_t i = 0; i < m; i += 16) {
     __m512 x = _mm512_loadu_ps(v + i);
-    __m512i code = dyn8Codes(x, am, ctx.dyn8->threshold);
+    __m512i code = dyn8Codes(x, am, thr);
     _mm_storeu_si128((__m128i*)(block + 4 + i), _mm512_cvtepi32_epi8(code));
-    if (kRes) _mm512_storeu_ps(res + i, _mm512_sub_ps(x, dyn8Values(code, am, ctx.dyn8->magnitude)));
+    if (kRes) _mm512_storeu_ps(res + i, _mm512_sub_ps(x, dyn8Values(code, am, mag)));
   }
   return false;
 }
@@ -334,9 +354,10 @@ QCCL_TARGET_AVX512 bool encodeDyn8(const BucketCtx& ctx, const float* in, float*
 QCCL_TARGET_AVX512 void decodeDyn8(const BucketCtx& ctx, const uint8_t* block, uint32_t m, float* out, bool add) {
   if (m % 16) return scalarDecode(CodecId::kDyn8, ctx, block, m, out, add);
   const __m512 am = _mm512_set1_ps(loadF32(block));
+  const Table128 mag = loadTable(ctx.dyn8->magnitude, 128);
   for (uint32_t i = 0; i < m; i += 16) {
     __m512i code = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(block + 4 + i)));
-    _mm512_storeu_ps(out + i, addOut(dyn8Values(code, am, ctx.dyn8->magnitude), out + i, add));
+    _mm512_storeu_ps(out + i, addOut(dyn8Values(code, am, mag), out + i, add));
   }
 }
 
