@@ -4,6 +4,7 @@
 #include <map>
 #include <new>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -81,6 +82,10 @@ struct Communicator::Impl {
   std::map<std::pair<uint64_t, size_t>, TensorState> tensors;
   uint64_t residualBytes = 0;
   std::unique_ptr<device::DeviceContext> dev;  // created by the first call on device buffers
+  // Plans by (kind, count, alignment), so that repeated calls build nothing. Bounded: a trainer
+  // has a fixed set of bucket sizes, anything else just rebuilds.
+  std::map<std::tuple<int, size_t, size_t>, Plan> plans;
+  static constexpr size_t kMaxCachedPlans = 256;
 
   Impl(TransportPtr t, Options o) : transport(std::move(t)), opts(std::move(o)), exec(*transport) {}
 
@@ -152,6 +157,31 @@ struct Communicator::Impl {
     return p;
   }
 
+  // kind: an Algo for allreduce, or -1 for the allgather collective.
+  const Plan& plan(int kind, size_t count, size_t align) {
+    auto key = std::make_tuple(kind, count, align);
+    auto it = plans.find(key);
+    if (it != plans.end()) return it->second;
+    if (plans.size() >= kMaxCachedPlans) plans.clear();
+    const int rank = transport->rank(), size = transport->size();
+    Plan p;
+    switch (kind) {
+      case static_cast<int>(Algo::kRing):
+        p = planRing(rank, size, count, align);
+        break;
+      case static_cast<int>(Algo::kSra):
+        p = planSra(rank, size, count, align);
+        break;
+      case static_cast<int>(Algo::kAllgather):
+        p = planAllgatherReduce(rank, size, count);
+        break;
+      default:
+        p = planAllgather(rank, size, count);
+        break;
+    }
+    return plans.emplace(key, std::move(p)).first->second;
+  }
+
   device::DeviceContext& deviceContext() {
     if (!dev) dev = std::make_unique<device::DeviceContext>();
     return *dev;
@@ -217,7 +247,6 @@ Algo Communicator::Impl::prepareAllreduce(const TensorOpts& t, RedOp op, size_t 
 
 void Communicator::Impl::runAllreduce(float* work, size_t count, const TensorOpts& t, CodecConfig cfg, Algo algo,
                                       ChunkOps* ops) {
-  const int rank = transport->rank(), size = transport->size();
   TensorState* st = nullptr;
   bool ef = opts.errorFeedback && cfg.codec != CodecId::kFp32 && algo != Algo::kRing;
   if (ef || opts.warmupCalls > 0) st = &state(t.id, count);
@@ -228,21 +257,11 @@ void Communicator::Impl::runAllreduce(float* work, size_t count, const TensorOpt
   }
   ExecParams p = params(cfg);
   p.ops = ops;
-  Plan plan;
-  switch (algo) {
-    case Algo::kRing:
-      plan = planRing(rank, size, count, 32);
-      break;
-    case Algo::kSra:
-      plan = planSra(rank, size, count, cfg.bucket ? cfg.bucket : 32);
-      if (ef) {
-        size_t m = plan.ownerRange.size();
-        p.ownerResidual = ops ? residual(st->ownerDev, m) : residual(st->owner, m);
-      }
-      break;
-    default:
-      plan = planAllgatherReduce(rank, size, count);
-      break;
+  size_t align = algo == Algo::kSra && cfg.bucket ? cfg.bucket : 32;
+  const Plan& plan = this->plan(static_cast<int>(algo), count, align);
+  if (ef && algo == Algo::kSra) {
+    size_t m = plan.ownerRange.size();
+    p.ownerResidual = ops ? residual(st->ownerDev, m) : residual(st->owner, m);
   }
   if (ef) p.workerResidual = ops ? residual(st->workerDev, count) : residual(st->worker, count);
   guarded([&] { exec.run(plan, work, work, p); });
@@ -306,7 +325,7 @@ void Communicator::Impl::runAllgather(const float* in, float* out, size_t count,
   ExecParams p = params(cfg);
   p.ops = ops;
   if (ef) p.workerResidual = ops ? residual(st->workerDev, count) : residual(st->worker, count);
-  Plan plan = planAllgather(transport->rank(), transport->size(), count);
+  const Plan& plan = this->plan(-1, count, 1);
   guarded([&] { exec.run(plan, in, out, p); });
   if (st != nullptr) ++st->calls;
 }

@@ -19,22 +19,22 @@ enum class Algo : int { kAuto = 0, kRing = 1, kSra = 2, kAllgather = 3 };
 
 /// Communicator options. Defaults here; optionsFromEnv() applies QCCL_* overrides (config.hpp).
 struct Options {
-  CodecConfig codec;                  ///< default codec for tensors that do not name one (fp32)
-  size_t minCompressBytes = 64 << 10; ///< auto: tensors smaller than this go uncompressed
-  size_t chunkBytes = 4 << 20;        ///< pipeline chunk size in fp32 bytes
-  int pipelineDepth = 2;              ///< chunks in flight per peer
-  double timeoutSec = 300.0;          ///< any single wait
-  int warmupCalls = 0;                ///< first N calls of each tensor are sent uncompressed
+  CodecConfig codec;                   ///< default codec for tensors that do not name one (fp32)
+  size_t minCompressBytes = 64 << 10;  ///< auto: tensors smaller than this go uncompressed
+  size_t chunkBytes = 4 << 20;         ///< pipeline chunk size in fp32 bytes
+  int pipelineDepth = 2;               ///< chunks in flight per peer
+  double timeoutSec = 300.0;           ///< any single wait
+  int warmupCalls = 0;                 ///< first N calls of each tensor are sent uncompressed
   Algo algo = Algo::kAuto;
   bool errorFeedback = true;
 };
 
 /// Per-call tensor options.
 struct TensorOpts {
-  uint64_t id = 0;                 ///< stable caller id; (id, count) keys the error-feedback state
-  std::optional<CodecId> codec;    ///< default: Options::codec.codec
-  int bits = 0;                    ///< 0: Options::codec.bits
-  std::optional<Algo> algo;        ///< default: Options::algo
+  uint64_t id = 0;               ///< stable caller id; (id, count) keys the error-feedback state
+  std::optional<CodecId> codec;  ///< default: Options::codec.codec
+  int bits = 0;                  ///< 0: Options::codec.bits
+  std::optional<Algo> algo;      ///< default: Options::algo
 };
 
 struct CommStats {

@@ -87,7 +87,43 @@ struct SendGroup {
 
 }  // namespace
 
-Executor::Executor(Transport& transport) : t_(transport) {}
+// Per-step bookkeeping, kept between calls so that a step allocates nothing once the shapes
+// have been seen (vectors are cleared, never shrunk).
+struct Executor::StepState {
+  // The step being run.
+  const Plan* plan = nullptr;
+  const PlanStep* step = nullptr;
+  int si = 0;
+  const float* src = nullptr;
+  float* dst = nullptr;
+  const ExecParams* p = nullptr;
+  size_t C = 0, D = 1, nG = 0, nR = 0;
+
+  // Receive slots have room for a somewhat longer message than expected, so that ranks that
+  // disagree on the count are told so by the header check (kMismatch) rather than by the
+  // transport's "message too long".
+  size_t capacity(const Range& r) const {
+    size_t elems = r.size() + r.size() / 2 + 1024;
+    return encodedBytes(p->codec, C ? std::min(C, elems) : elems);
+  }
+
+  std::vector<SendGroup> groups;
+  std::vector<int> selfGroup;
+  std::vector<uint8_t*> gslot, rslot;
+  std::vector<size_t> gbytes;
+  std::vector<std::vector<RequestPtr>> sreq;
+  std::vector<RequestPtr> rreq;
+  std::vector<RequestPtr> pending;
+
+  // Drops every outstanding request (after a failure; the staging they point at stays alive).
+  void reset() {
+    for (auto& v : sreq) v.clear();
+    for (auto& r : rreq) r.reset();
+    pending.clear();
+  }
+};
+
+Executor::Executor(Transport& transport) : t_(transport), scratch_(std::make_unique<StepState>()) {}
 Executor::~Executor() = default;
 
 size_t Executor::chunkElemsFor(const CodecConfig& codec, size_t chunkBytes) {
@@ -122,125 +158,165 @@ void* Executor::extraBuffer(size_t index, size_t bytes) {
 }
 
 void Executor::run(const Plan& plan, const float* src, float* dst, const ExecParams& params) {
-  for (int s = 0; s < static_cast<int>(plan.steps.size()); ++s) runStep(plan, s, src, dst, params);
+  try {
+    for (int s = 0; s < static_cast<int>(plan.steps.size()); ++s) runStep(plan, s, src, dst, params);
+  } catch (...) {
+    scratch_->reset();
+    throw;
+  }
 }
 
 void Executor::runStep(const Plan& plan, int si, const float* src, float* dst, const ExecParams& p) {
-  const PlanStep& st = plan.steps[si];
-  const int me = plan.rank;
-  const size_t C = p.chunkElems;
-  const size_t D = static_cast<size_t>(std::max(1, p.depth));
-
-  std::vector<SendGroup> groups;
-  for (const Transfer& tr : st.sends) {
-    if (groups.empty() || !(groups.back().range == tr.range)) groups.push_back(SendGroup{tr.range, {}, false});
-    if (tr.peer == me) {
-      groups.back().self = true;
-    } else {
-      groups.back().peers.push_back(tr.peer);
-    }
-  }
-  const size_t nG = groups.size(), nR = st.recvs.size();
-  std::vector<int> selfGroup(nR, -1);
-  for (size_t r = 0; r < nR; ++r) {
-    if (st.recvs[r].peer != me) continue;
-    for (size_t g = 0; g < nG; ++g)
-      if (groups[g].self && groups[g].range == st.recvs[r].range) selfGroup[r] = static_cast<int>(g);
-    QCCL_CHECK(selfGroup[r] >= 0, ErrorCode::kInternalError, "plan: self receive without a matching self send");
-  }
-
-  // Receive slots have room for a somewhat longer message than expected, so that ranks that
-  // disagree on the count are told so by the header check (kMismatch) rather than by the
-  // transport's "message too long".
-  auto capacity = [&](const Range& r) {
-    size_t elems = r.size() + r.size() / 2 + 1024;
-    return encodedBytes(p.codec, C ? std::min(C, elems) : elems);
-  };
-  std::vector<uint8_t*> gslot(nG * D), rslot(nR * D, nullptr);
-  std::vector<size_t> gbytes(nG, 0);
-  size_t next = 0;
-  for (size_t g = 0; g < nG; ++g)
-    for (size_t d = 0; d < D; ++d) gslot[g * D + d] = slot(next++, capacity(groups[g].range));
-  for (size_t r = 0; r < nR; ++r)
-    if (selfGroup[r] < 0)
-      for (size_t d = 0; d < D; ++d) rslot[r * D + d] = slot(next++, capacity(st.recvs[r].range));
-
-  std::vector<std::vector<RequestPtr>> sreq(nG * D);
-  std::vector<RequestPtr> rreq(nR * D);
-  auto postRecv = [&](size_t r, size_t k) {
-    const Transfer& tr = st.recvs[r];
-    rreq[r * D + k % D] = t_.irecv(tr.peer, makeTag(si, k), rslot[r * D + k % D], capacity(tr.range));
-  };
-  size_t J = 0;
-  for (const SendGroup& g : groups) J = std::max(J, chunksOf(g.range, C));
-  for (size_t r = 0; r < nR; ++r) {
-    size_t K = chunksOf(st.recvs[r].range, C);
-    J = std::max(J, K);
-    if (selfGroup[r] < 0)
-      for (size_t k = 0; k < std::min(D, K); ++k) postRecv(r, k);
-  }
-
+  StepState& S = *scratch_;
+  S.plan = &plan;
+  S.step = &plan.steps[si];
+  S.si = si;
+  S.src = src;
+  S.dst = dst;
+  S.p = &p;
+  S.C = p.chunkElems;
+  S.D = static_cast<size_t>(std::max(1, p.depth));
+  size_t J = prepareStep();
   for (size_t k = 0; k < J; ++k) {
-    for (size_t g = 0; g < nG; ++g) {
-      const SendGroup& grp = groups[g];
-      if (k >= chunksOf(grp.range, C)) continue;
-      std::vector<RequestPtr>& reqs = sreq[g * D + k % D];
-      if (!reqs.empty()) {
-        waitAll(t_, reqs, deadlineFrom(p.timeoutSec), "send");
-        reqs.clear();
-      }
-      Range c = chunkOf(grp.range, C, k);
-      float* res = nullptr;
-      if (st.residual == Residual::kWorker && p.workerResidual) res = p.workerResidual + c.begin;
-      if (st.residual == Residual::kOwner && p.ownerResidual) res = p.ownerResidual + (c.begin - plan.ownerRange.begin);
-      EncodeParams ep;
-      ep.seq = p.seq;
-      ep.rngOffset = rngOffsetFor(p.seq, me, si, c.begin);
-      uint8_t* buf = gslot[g * D + k % D];
-      size_t bytes = p.ops ? p.ops->encode(p.codec, src + c.begin, res, c.size(), buf, capacity(grp.range), ep)
-                           : encode(p.codec, src + c.begin, res, c.size(), buf, capacity(grp.range), ep);
-      gbytes[g] = bytes;
-      for (int peer : grp.peers) {
-        reqs.push_back(t_.isend(peer, makeTag(si, k), buf, bytes));
-        stats_.bytesSent += bytes;
-      }
-    }
+    for (size_t g = 0; g < S.nG; ++g)
+      if (k < chunksOf(S.groups[g].range, S.C)) sendChunk(g, k);
     bool first = true;
-    for (size_t r = 0; r < nR; ++r) {
-      const Transfer& tr = st.recvs[r];
-      size_t K = chunksOf(tr.range, C);
-      if (k >= K) continue;
-      Range c = chunkOf(tr.range, C, k);
-      const uint8_t* buf;
-      size_t bytes;
-      if (selfGroup[r] >= 0) {
-        buf = gslot[selfGroup[r] * D + k % D];
-        bytes = gbytes[selfGroup[r]];
-      } else {
-        RequestPtr& req = rreq[r * D + k % D];
-        waitOne(t_, *req, p.timeoutSec, "receive");
-        bytes = req->bytes();
-        stats_.bytesReceived += bytes;
-        buf = rslot[r * D + k % D];
-      }
-      WireInfo info = checkHeader(buf, bytes, p, c.size(), tr.peer, me);
-      float* out = dst + tr.dstOffset + (c.begin - tr.range.begin);
-      bool add = !(st.op == RecvOp::kCopy || (st.op == RecvOp::kSum && first));
-      if (p.ops) {
-        p.ops->decode(info, buf, out, c.size(), add);
-      } else if (add) {
-        decodeAdd(buf, bytes, out, c.size());
-      } else {
-        decode(buf, bytes, out, c.size());
-      }
+    for (size_t r = 0; r < S.nR; ++r) {
+      if (k >= chunksOf(S.step->recvs[r].range, S.C)) continue;
+      recvChunk(r, k, first);
       first = false;
-      if (selfGroup[r] < 0 && k + D < K) postRecv(r, k + D);
     }
   }
-  std::vector<RequestPtr> pending;
-  for (auto& v : sreq)
-    for (auto& rq : v) pending.push_back(std::move(rq));
-  waitAll(t_, pending, deadlineFrom(p.timeoutSec), "send");
+  S.pending.clear();
+  for (size_t i = 0; i < S.nG * S.D; ++i) {
+    for (auto& rq : S.sreq[i]) S.pending.push_back(std::move(rq));
+    S.sreq[i].clear();
+  }
+  waitAll(t_, S.pending, deadlineFrom(p.timeoutSec), "send");
+  S.pending.clear();
+}
+
+// Groups the sends by range (one encoding each), matches self receives to their encoding, assigns
+// staging slots and posts the first `depth` receives of every stream. Returns the chunk rounds.
+size_t Executor::prepareStep() {
+  StepState& S = *scratch_;
+  const PlanStep& st = *S.step;
+  const int me = S.plan->rank;
+  S.nG = 0;
+  for (const Transfer& tr : st.sends) {
+    if (S.nG == 0 || !(S.groups[S.nG - 1].range == tr.range)) {
+      if (S.groups.size() <= S.nG) S.groups.emplace_back();
+      S.groups[S.nG].range = tr.range;
+      S.groups[S.nG].peers.clear();
+      S.groups[S.nG].self = false;
+      ++S.nG;
+    }
+    if (tr.peer == me) {
+      S.groups[S.nG - 1].self = true;
+    } else {
+      S.groups[S.nG - 1].peers.push_back(tr.peer);
+    }
+  }
+  S.nR = st.recvs.size();
+  S.selfGroup.assign(S.nR, -1);
+  for (size_t r = 0; r < S.nR; ++r) {
+    if (st.recvs[r].peer != me) continue;
+    for (size_t g = 0; g < S.nG; ++g)
+      if (S.groups[g].self && S.groups[g].range == st.recvs[r].range) S.selfGroup[r] = static_cast<int>(g);
+    QCCL_CHECK(S.selfGroup[r] >= 0, ErrorCode::kInternalError, "plan: self receive without a matching self send");
+  }
+  S.gslot.assign(S.nG * S.D, nullptr);
+  S.rslot.assign(S.nR * S.D, nullptr);
+  S.gbytes.assign(S.nG, 0);
+  size_t next = 0;
+  for (size_t g = 0; g < S.nG; ++g)
+    for (size_t d = 0; d < S.D; ++d) S.gslot[g * S.D + d] = slot(next++, S.capacity(S.groups[g].range));
+  for (size_t r = 0; r < S.nR; ++r)
+    if (S.selfGroup[r] < 0)
+      for (size_t d = 0; d < S.D; ++d) S.rslot[r * S.D + d] = slot(next++, S.capacity(st.recvs[r].range));
+  if (S.sreq.size() < S.nG * S.D) S.sreq.resize(S.nG * S.D);
+  if (S.rreq.size() < S.nR * S.D) S.rreq.resize(S.nR * S.D);
+  size_t J = 0;
+  for (size_t g = 0; g < S.nG; ++g) J = std::max(J, chunksOf(S.groups[g].range, S.C));
+  for (size_t r = 0; r < S.nR; ++r) {
+    size_t K = chunksOf(st.recvs[r].range, S.C);
+    J = std::max(J, K);
+    if (S.selfGroup[r] < 0)
+      for (size_t k = 0; k < std::min(S.D, K); ++k) postRecv(r, k);
+  }
+  return J;
+}
+
+void Executor::postRecv(size_t r, size_t k) {
+  StepState& S = *scratch_;
+  const Transfer& tr = S.step->recvs[r];
+  size_t i = r * S.D + k % S.D;
+  S.rreq[i] = t_.irecv(tr.peer, makeTag(S.si, k), S.rslot[i], S.capacity(tr.range));
+}
+
+// Encodes chunk k of send group g once (after the slot's previous sends completed) and sends it
+// to every remote peer of the group.
+void Executor::sendChunk(size_t g, size_t k) {
+  StepState& S = *scratch_;
+  const ExecParams& p = *S.p;
+  const SendGroup& grp = S.groups[g];
+  std::vector<RequestPtr>& reqs = S.sreq[g * S.D + k % S.D];
+  if (!reqs.empty()) {
+    waitAll(t_, reqs, deadlineFrom(p.timeoutSec), "send");
+    reqs.clear();
+  }
+  Range c = chunkOf(grp.range, S.C, k);
+  float* res = nullptr;
+  if (S.step->residual == Residual::kWorker && p.workerResidual) res = p.workerResidual + c.begin;
+  if (S.step->residual == Residual::kOwner && p.ownerResidual)
+    res = p.ownerResidual + (c.begin - S.plan->ownerRange.begin);
+  EncodeParams ep;
+  ep.seq = p.seq;
+  ep.rngOffset = rngOffsetFor(p.seq, S.plan->rank, S.si, c.begin);
+  uint8_t* buf = S.gslot[g * S.D + k % S.D];
+  size_t cap = S.capacity(grp.range);
+  size_t bytes = p.ops ? p.ops->encode(p.codec, S.src + c.begin, res, c.size(), buf, cap, ep)
+                       : encode(p.codec, S.src + c.begin, res, c.size(), buf, cap, ep);
+  S.gbytes[g] = bytes;
+  for (int peer : grp.peers) {
+    reqs.push_back(t_.isend(peer, makeTag(S.si, k), buf, bytes));
+    stats_.bytesSent += bytes;
+  }
+}
+
+// Waits for chunk k of receive stream r (or takes this rank's own encoding), validates its
+// header, decodes it into place and reposts the slot for chunk k + depth.
+void Executor::recvChunk(size_t r, size_t k, bool first) {
+  StepState& S = *scratch_;
+  const ExecParams& p = *S.p;
+  const Transfer& tr = S.step->recvs[r];
+  Range c = chunkOf(tr.range, S.C, k);
+  const uint8_t* buf;
+  size_t bytes;
+  const int self = S.selfGroup[r];
+  if (self >= 0) {
+    buf = S.gslot[self * S.D + k % S.D];
+    bytes = S.gbytes[self];
+  } else {
+    RequestPtr& req = S.rreq[r * S.D + k % S.D];
+    waitOne(t_, *req, p.timeoutSec, "receive");
+    bytes = req->bytes();
+    req.reset();
+    stats_.bytesReceived += bytes;
+    buf = S.rslot[r * S.D + k % S.D];
+  }
+  WireInfo info = checkHeader(buf, bytes, p, c.size(), tr.peer, S.plan->rank);
+  float* out = S.dst + tr.dstOffset + (c.begin - tr.range.begin);
+  const RecvOp op = S.step->op;
+  bool add = !(op == RecvOp::kCopy || (op == RecvOp::kSum && first));
+  if (p.ops) {
+    p.ops->decode(info, buf, out, c.size(), add);
+  } else if (add) {
+    decodeAdd(buf, bytes, out, c.size());
+  } else {
+    decode(buf, bytes, out, c.size());
+  }
+  if (self < 0 && k + S.D < chunksOf(tr.range, S.C)) postRecv(r, k + S.D);
 }
 
 }  // namespace qccl

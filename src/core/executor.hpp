@@ -76,12 +76,17 @@ class Executor {
  private:
   struct StepState;
   void runStep(const Plan& plan, int stepIndex, const float* src, float* dst, const ExecParams& p);
+  size_t prepareStep();
+  void postRecv(size_t recv, size_t chunk);
+  void sendChunk(size_t group, size_t chunk);
+  void recvChunk(size_t recv, size_t chunk, bool first);
   uint8_t* slot(size_t index, size_t bytes);
   void accountStaging(size_t grown);
 
   Transport& t_;
   std::vector<std::vector<uint8_t>> slots_;
   std::vector<std::vector<uint8_t>> extra_;
+  std::unique_ptr<StepState> scratch_;  // after the slots: requests die before their buffers
   ExecStats stats_;
 };
 
