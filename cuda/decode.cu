@@ -2,6 +2,7 @@
 // the kernels trust info and read only the payload, which parseWire proved long enough.
 #include "codec/codec_math.hpp"
 #include "cuda/bucket_decode.cuh"
+#include "cuda/cast_codec.cuh"
 #include "cuda/launch_util.hpp"
 #include "cuda/warp.cuh"
 #include "qccl/cuda_codec.hpp"
@@ -27,25 +28,10 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) decodeBucke
 // Casts: one thread per payload word, as in the encoder.
 template <CodecId C, bool ADD>
 __global__ void __launch_bounds__(kThreadsPerBlock) decodeCastKernel(const uint32_t* payload, uint64_t n, float* out) {
-  constexpr uint64_t kPer = C == CodecId::kFp32 ? 1 : 2;
-  const uint64_t words = (n + kPer - 1) / kPer;
+  const uint64_t words = (n + castPerWord<C>() - 1) / castPerWord<C>();
   for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < words;
-       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
-    const uint32_t word = payload[i];
-    QCCL_UNROLL
-    for (uint64_t k = 0; k < kPer; ++k) {
-      const uint64_t e = i * kPer + k;
-      if (e >= n) break;
-      float d;
-      if constexpr (C == CodecId::kFp32) {
-        d = math::bitsFloat(word);
-      } else {
-        const uint16_t h = static_cast<uint16_t>(word >> (16 * k));
-        d = C == CodecId::kFp16 ? math::halfToFloat(h) : math::bf16ToFloat(h);
-      }
-      out[e] = ADD ? addX86(out[e], d) : d;
-    }
-  }
+       i += static_cast<uint64_t>(gridDim.x) * blockDim.x)
+    decodeCastWord<C, ADD>(payload[i], n, i, out);
 }
 
 template <CodecId C, int B, bool ADD>

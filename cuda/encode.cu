@@ -8,6 +8,7 @@
 
 #include "codec/codec_math.hpp"
 #include "cuda/bucket_encode.cuh"
+#include "cuda/cast_codec.cuh"
 #include "cuda/launch_util.hpp"
 #include "cuda/warp.cuh"
 #include "qccl/cuda_codec.hpp"
@@ -36,37 +37,16 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) encodeBucke
   for (uint64_t b = warp; b < a.numBuckets; b += warps) encodeBucket<C, B>(w, a, b, sThr, sMag);
 }
 
-// Casts: one thread per payload word (fp32: 1 element, fp16/bf16: 2 elements, the odd tail padded
-// with a zero half). Mirrors encodeFp32 / encodeHalfLike of the CPU kernels.
+// Casts: one thread per payload word.
 template <CodecId C>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     encodeCastKernel(const float* in, float* res, uint64_t n, uint32_t* payload, uint32_t* flag) {
-  constexpr uint64_t kPer = C == CodecId::kFp32 ? 1 : 2;
-  const uint64_t words = (n + kPer - 1) / kPer;
+  const uint64_t words = (n + castPerWord<C>() - 1) / castPerWord<C>();
   bool bad = false;
   for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < words;
-       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
-    uint32_t word = 0;
-    QCCL_UNROLL
-    for (uint64_t k = 0; k < kPer; ++k) {
-      const uint64_t e = i * kPer + k;
-      if (e >= n) break;
-      const float v = res ? addX86(in[e], res[e]) : in[e];  // NaN payload as on the CPU
-      if constexpr (C == CodecId::kFp32) {
-        word = math::floatBits(v);
-        bad = bad || !math::isFinite(v);
-        if (res) res[e] = 0.0f;
-      } else {
-        const uint16_t h = C == CodecId::kFp16 ? math::floatToHalf(v) : math::floatToBf16(v);
-        const float d = C == CodecId::kFp16 ? math::halfToFloat(h) : math::bf16ToFloat(h);
-        const bool nf = !math::isFinite(d);  // non-finite input, or a finite value that rounded to Inf
-        bad = bad || nf;
-        if (res) res[e] = nf ? 0.0f : v - d;
-        word |= static_cast<uint32_t>(h) << (16 * k);
-      }
-    }
-    payload[i] = word;
-  }
+       i += static_cast<uint64_t>(gridDim.x) * blockDim.x)
+    payload[i] = encodeCastWord<C>(in, res, n, i, &bad);
+  // Every thread of the block reaches this point, so the full-mask vote is well defined.
   if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31u) == 0) atomicOr(flag, 1u);
 }
 
@@ -148,16 +128,7 @@ size_t encode(const CodecConfig& cfg, const float* in_d, float* residual_d, size
   QCCL_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(uint32_t), s));
   if (n > 0) detail::launchEncode(r, in_d, residual_d, n, out + kWireHeaderBytes, params, flag, s);
 
-  WireHeader h;
-  h.magic = kWireMagic;
-  h.version = kWireVersion;
-  h.codec = static_cast<uint8_t>(r.codec);
-  h.bits = static_cast<uint8_t>(r.bits);
-  h.flags = static_cast<uint8_t>((r.stochastic ? kFlagStochastic : 0) | (residual_d ? kFlagErrorFeedback : 0));
-  h.bucket = r.bucket;
-  h.seq = params.seq;
-  h.count = n;
-  h.payloadBytes = total - kWireHeaderBytes;
+  const WireHeader h = detail::makeHeader(r, n, params, residual_d != nullptr);
   detail::writeHeaderKernel<<<1, 1, 0, s>>>(h, flag, reinterpret_cast<uint32_t*>(out));
   QCCL_CUDA_CHECK_LAUNCH();
   return total;

@@ -56,6 +56,7 @@ void checkCase(const CodecConfig& cfg, size_t n, bool residual, bool aligned, in
   const size_t total = encodedBytes(r, n);
   std::vector<uint8_t> cpuWire(total);
   std::vector<float> cpuRes = r0;
+  cpuRes.push_back(0.0f);  // keeps data() non-null for n == 0, like the device pointer
   encode(r, x.data(), residual ? cpuRes.data() : nullptr, n, cpuWire.data(), total, params);
 
   const size_t off = aligned ? 0 : 4;

@@ -1,4 +1,4 @@
-// Runs the CUDA bucket kernels' device code (cuda/bucket_encode.cuh, cuda/bucket_decode.cuh) on the
+// Runs the CUDA kernels' device code (cuda/bucket_encode.cuh, cuda/bucket_decode.cuh) on the
 // host under a warp emulator and checks it against the CPU codec bit for bit: payload bytes,
 // residuals, the non-finite flag, decode and decodeAdd. Needs no GPU, so the kernels' lane
 // geometry, reduction order, ballot packing and partial-bucket handling are tested everywhere.
@@ -9,6 +9,7 @@
 
 #include "cuda/bucket_decode.cuh"
 #include "cuda/bucket_encode.cuh"
+#include "cuda/cast_codec.cuh"
 #include "tests/cuda/cuda_test_cases.hpp"
 #include "tests/cuda/warp_emulator.hpp"
 
@@ -100,6 +101,7 @@ void checkCase(const CodecConfig& cfg, size_t n, bool residual, bool aligned, in
   const size_t total = encodedBytes(r, n);
   std::vector<uint8_t> cpuWire(total);
   std::vector<float> cpuRes = r0;
+  cpuRes.push_back(0.0f);  // keeps data() non-null for n == 0, like the emulated pointer
   encode(r, x.data(), residual ? cpuRes.data() : nullptr, n, cpuWire.data(), total, params);
 
   // Kernel code under the emulator, on possibly unaligned copies.
@@ -138,6 +140,82 @@ void checkCase(const CodecConfig& cfg, size_t n, bool residual, bool aligned, in
       decode(cpuWire.data(), total, cpuOut.data(), n);
     if (n) emulateDecode(info.cfg, cuda::detail::makeDecodeArgs(info.cfg, pl, out.data(), n), add);
     EXPECT_EQ(firstBitDiff(out.data(), cpuOut.data(), n), -1) << (add ? "decodeAdd" : "decode") << " differs";
+  }
+}
+
+// The cast kernels' per-word code, run for every word, against the CPU codec.
+template <CodecId C>
+void checkCast(size_t n, bool residual, int pattern) {
+  CodecConfig cfg;
+  cfg.codec = C;
+  SCOPED_TRACE(describe(cfg, n, residual, true, pattern));
+  const CodecConfig r = resolveConfig(cfg);
+  const std::vector<float> x = makeInput(n, 17u, pattern, 64);
+  std::vector<float> cpuRes = makeInput(n, 4u, 0, 64), res = cpuRes;
+  cpuRes.push_back(0.0f);  // keeps data() non-null for n == 0
+  res.push_back(0.0f);
+  EncodeParams params;
+  params.seq = 3;
+  const size_t total = encodedBytes(r, n);
+  std::vector<uint8_t> cpuWire(total);
+  encode(r, x.data(), residual ? cpuRes.data() : nullptr, n, cpuWire.data(), total, params);
+
+  const uint64_t words = (n + cuda::detail::castPerWord<C>() - 1) / cuda::detail::castPerWord<C>();
+  ASSERT_EQ(words * 4, total - kWireHeaderBytes);
+  std::vector<uint32_t> payload(words);
+  bool bad = false;
+  for (uint64_t i = 0; i < words; ++i)
+    payload[i] = cuda::detail::encodeCastWord<C>(x.data(), residual ? res.data() : nullptr, n, i, &bad);
+  WireHeader h = cuda::detail::makeHeader(r, n, params, residual);
+  if (bad) h.flags |= kFlagNonFinite;
+  EXPECT_EQ(firstByteDiff(reinterpret_cast<const uint8_t*>(&h), cpuWire.data(), kWireHeaderBytes), -1)
+      << "header differs";
+  EXPECT_EQ(firstByteDiff(reinterpret_cast<const uint8_t*>(payload.data()), cpuWire.data() + kWireHeaderBytes,
+                          total - kWireHeaderBytes),
+            -1)
+      << "payload differs";
+  if (residual) {
+    EXPECT_EQ(firstBitDiff(res.data(), cpuRes.data(), n), -1) << "residual differs";
+  }
+  for (bool add : {false, true}) {
+    std::vector<float> cpuOut = makeInput(n, 3u, 0, 64), out = cpuOut;
+    if (add)
+      decodeAdd(cpuWire.data(), total, cpuOut.data(), n);
+    else
+      decode(cpuWire.data(), total, cpuOut.data(), n);
+    for (uint64_t i = 0; i < words; ++i) {
+      if (add)
+        cuda::detail::decodeCastWord<C, true>(payload[i], n, i, out.data());
+      else
+        cuda::detail::decodeCastWord<C, false>(payload[i], n, i, out.data());
+    }
+    EXPECT_EQ(firstBitDiff(out.data(), cpuOut.data(), n), -1) << (add ? "decodeAdd" : "decode") << " differs";
+  }
+}
+
+TEST(CudaEmulated, CastsAndHeaderMatchCpu) {
+  for (size_t n : {0, 1, 7, 31, 33, 511, 513, 4096 + 3})
+    for (bool residual : {false, true})
+      for (int pattern : {0, 1}) {
+        checkCast<CodecId::kFp32>(n, residual, pattern);
+        checkCast<CodecId::kFp16>(n, residual, pattern);
+        checkCast<CodecId::kBf16>(n, residual, pattern);
+      }
+}
+
+TEST(CudaEmulated, BucketHeaderMatchesCpu) {
+  for (const CodecConfig& cfg : allConfigs()) {
+    const CodecConfig r = resolveConfig(cfg);
+    for (bool residual : {false, true}) {
+      std::vector<float> x(100, 1.0f), res(100, 0.0f);
+      EncodeParams params;
+      params.seq = 123456;
+      std::vector<uint8_t> cpuWire(encodedBytes(r, x.size()));
+      encode(r, x.data(), residual ? res.data() : nullptr, x.size(), cpuWire.data(), cpuWire.size(), params);
+      const WireHeader h = cuda::detail::makeHeader(r, x.size(), params, residual);
+      EXPECT_EQ(firstByteDiff(reinterpret_cast<const uint8_t*>(&h), cpuWire.data(), kWireHeaderBytes), -1)
+          << describe(cfg, x.size(), residual, true, 0);
+    }
   }
 }
 
