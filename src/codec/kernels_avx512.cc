@@ -3,9 +3,9 @@
 //
 // Byte-for-byte equal to the scalar reference: the vector code performs the same IEEE operations
 // per element, accumulates sums into the canonical 128 slots (16 lanes x 8 registers), and uses
-// no FMA (contraction is off project-wide). Buckets whose size is not a multiple of 32, buckets
-// that turn out non-finite, and stochastic maxmin are handed to the scalar kernel: they are rare
-// (one partial bucket per call) or bound by the scalar Philox stream.
+// no FMA (contraction is off project-wide). Buckets whose size is not a multiple of 32 and buckets
+// that turn out non-finite are handed to the scalar kernel: they are rare (one partial bucket per
+// call). Stochastic maxmin runs Philox on 16 counters at once.
 // GCC 12 reports -W(maybe-)uninitialized inside the AVX-512 intrinsic headers (their
 // _mm512_undefined_* self-initialization); the warning is about the headers, not this code.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -203,21 +203,74 @@ QCCL_TARGET_AVX512 inline void packLevels(__m256i x, int bits, uint8_t* p) {
   }
 }
 
-// One level per element, as in math::maxminLevel with u = 0.5f; returns the float level too.
-QCCL_TARGET_AVX512 inline __m512 levelOf(__m512 x, __m512 mn, __m512 inv, __m512 top) {
+// One level per element, as in math::maxminLevel; u is 0.5f or the stochastic uniforms.
+QCCL_TARGET_AVX512 inline __m512 levelOf(__m512 x, __m512 mn, __m512 inv, __m512 top, __m512 u) {
   __m512 t = _mm512_mul_ps(_mm512_sub_ps(x, mn), inv);
-  __m512 q = _mm512_roundscale_ps(_mm512_add_ps(t, _mm512_set1_ps(0.5f)), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  __m512 q = _mm512_roundscale_ps(_mm512_add_ps(t, u), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
   return _mm512_min_ps(_mm512_max_ps(q, _mm512_setzero_ps()), top);
 }
 
-template <bool kRes>
-QCCL_TARGET_AVX512 void quantizePass(const float* v, uint32_t m, const math::MaxMinParams& p, int bits, uint8_t* words,
-                                     float* res) {
+// 32x32 -> 64-bit products of 16 lanes, split into high and low words.
+QCCL_TARGET_AVX512 inline void mulhilo16(__m512i a, __m512i mul, __m512i* hi, __m512i* lo) {
+  __m512i even = _mm512_mul_epu32(a, mul), odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), mul);
+  *hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+  *lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+}
+
+// math::philox4x32 for the 16 counters {block0 + lane, rngOffset}: word j of every block in w[j].
+QCCL_TARGET_AVX512 void philox16(uint64_t block0, const BucketCtx& ctx, __m512i* w) {
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i lo0 = _mm512_set1_epi32((int)(uint32_t)block0), hi0 = _mm512_set1_epi32((int)(uint32_t)(block0 >> 32));
+  __m512i c0 = _mm512_add_epi32(lo0, lanes);
+  __m512i c1 = _mm512_mask_add_epi32(hi0, _mm512_cmplt_epu32_mask(c0, lo0), hi0, _mm512_set1_epi32(1));  // carry
+  __m512i c2 = _mm512_set1_epi32((int)(uint32_t)ctx.rngOffset);
+  __m512i c3 = _mm512_set1_epi32((int)(uint32_t)(ctx.rngOffset >> 32));
+  uint32_t k0 = (uint32_t)ctx.seed, k1 = (uint32_t)(ctx.seed >> 32);
+  const __m512i m0 = _mm512_set1_epi32((int)0xD2511F53u), m1 = _mm512_set1_epi32((int)0xCD9E8D57u);
+  for (int round = 0; round < 10; ++round) {
+    __m512i h0, l0, h1, l1;
+    mulhilo16(c0, m0, &h0, &l0);
+    mulhilo16(c2, m1, &h1, &l1);
+    c0 = _mm512_xor_si512(_mm512_xor_si512(h1, c1), _mm512_set1_epi32((int)k0));
+    c1 = l1;
+    c2 = _mm512_xor_si512(_mm512_xor_si512(h0, c3), _mm512_set1_epi32((int)k1));
+    c3 = l0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  w[0] = c0;
+  w[1] = c1;
+  w[2] = c2;
+  w[3] = c3;
+}
+
+// Uniforms of elements 16k..16k+15 of the 64 covered by w: element e is word e % 4 of block e / 4.
+QCCL_TARGET_AVX512 inline __m512 uniforms(const __m512i* w, int k) {
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512i idx = _mm512_or_si512(_mm512_add_epi32(_mm512_set1_epi32(4 * k), _mm512_srli_epi32(lanes, 2)),
+                                _mm512_slli_epi32(_mm512_and_si512(lanes, _mm512_set1_epi32(1)), 4));
+  __m512i x = _mm512_mask_blend_epi32(0xCCCC, _mm512_permutex2var_epi32(w[0], idx, w[1]),
+                                      _mm512_permutex2var_epi32(w[2], idx, w[3]));
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(x, 8)), _mm512_set1_ps(0x1p-24f));
+}
+
+template <bool kRes, bool kStochastic>
+QCCL_TARGET_AVX512 void quantizePass(const BucketCtx& ctx, uint32_t m, uint64_t base, const math::MaxMinParams& p,
+                                     uint8_t* words, float* res) {
+  const float* v = ctx.scratch;
+  const int bits = ctx.bits;
   const __m512 mn = _mm512_set1_ps(p.mn), inv = _mm512_set1_ps(p.inv), step = _mm512_set1_ps(p.step);
   const __m512 top = _mm512_set1_ps((float)p.levels);
+  __m512 u0 = _mm512_set1_ps(0.5f), u1 = u0;
+  __m512i w[4];
   for (uint32_t i = 0; i < m; i += 32) {
+    if (kStochastic) {
+      if (i % 64 == 0) philox16((base + i) >> 2, ctx, w);  // base is a multiple of 32
+      u0 = uniforms(w, (int)(i % 64) / 16);
+      u1 = uniforms(w, (int)(i % 64) / 16 + 1);
+    }
     __m512 x0 = _mm512_loadu_ps(v + i), x1 = _mm512_loadu_ps(v + i + 16);
-    __m512 q0 = levelOf(x0, mn, inv, top), q1 = levelOf(x1, mn, inv, top);
+    __m512 q0 = levelOf(x0, mn, inv, top, u0), q1 = levelOf(x1, mn, inv, top, u1);
     __m128i b0 = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(q0)), b1 = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(q1));
     packLevels(_mm256_inserti128_si256(_mm256_castsi128_si256(b0), b1, 1), bits, words + i * bits / 8);
     if (kRes) {
@@ -236,13 +289,16 @@ QCCL_TARGET_AVX512 bool encodeMaxMinT(const BucketCtx& ctx, const float* in, flo
   math::MaxMinParams p = math::maxminParams(mn + 0.0f, mx + 0.0f, ctx.bits);
   storeF32(block, p.mn);
   storeF32(block + 4, p.mx);
-  quantizePass<kRes>(ctx.scratch, m, p, ctx.bits, block + 8, res);
+  if (ctx.stochastic)
+    quantizePass<kRes, true>(ctx, m, base, p, block + 8, res);
+  else
+    quantizePass<kRes, false>(ctx, m, base, p, block + 8, res);
   return false;
 }
 
 QCCL_TARGET_AVX512 bool encodeMaxMin(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
                                      uint8_t* block) {
-  if (m % 32 || ctx.stochastic) return scalarEncode(CodecId::kMaxMin, ctx, in, res, m, base, block);
+  if (m % 32) return scalarEncode(CodecId::kMaxMin, ctx, in, res, m, base, block);
   return res ? encodeMaxMinT<true>(ctx, in, res, m, base, block) : encodeMaxMinT<false>(ctx, in, res, m, base, block);
 }
 
