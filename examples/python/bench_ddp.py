@@ -1,0 +1,158 @@
+"""Times DDP training steps of a large MLP with each gradient exchange, in the same run.
+
+    mpirun -np 4 python examples/python/bench_ddp.py                       # local ranks
+    bench/cluster/up 4 1gbit && bench/cluster/launch -n 4 \\
+        .venv/bin/python examples/python/bench_ddp.py --json out.json       # emulated 1 Gbit/s hosts
+
+Variants: fp32 (DDP's default gloo allreduce), fp16 (DDP's fp16_compress_hook) and the qccl hook
+with each codec given by --codecs (default onebit and maxmin 4-bit). Each variant runs --warmup
+untimed steps and then --steps timed ones on the same synthetic batch; rank 0 prints the median
+step time, the speedup over the faster of fp32 and fp16, and optionally writes JSON.
+
+Inside the emulated cluster the ranks sit in separate network namespaces: gloo then needs
+GLOO_SOCKET_IFNAME (bench/cluster/launch sets it) and rank 0's address on that interface, which
+this script finds by itself; --master-addr overrides it.
+"""
+
+import argparse
+import copy
+import fcntl
+import json
+import os
+import socket
+import struct
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from mpi4py import MPI
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import fp16_compress_hook
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import qccl
+import qccl.torch as qtorch
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--width", type=int, default=2880, help="hidden width; 2880 with --layers 4 is ~25M parameters")
+    ap.add_argument("--layers", type=int, default=4, help="hidden layers of width x width")
+    ap.add_argument("--batch", type=int, default=32, help="samples per rank")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--codecs", default="onebit,maxmin:4", help="qccl codecs, codec[:bits] separated by commas")
+    ap.add_argument("--baselines", default="fp32,fp16", help="DDP baselines to time: fp32, fp16")
+    ap.add_argument("--transport", choices=("mpi", "ucx"), default="mpi",
+                    help="qccl communicator: mpi4py's COMM_WORLD, or UCX bootstrapped at rank 0's address")
+    ap.add_argument("--master-addr", help="rank 0's address for gloo (default: GLOO_SOCKET_IFNAME's, or 127.0.0.1)")
+    ap.add_argument("--json", help="write the results here (rank 0)")
+    return ap.parse_args()
+
+
+def interface_address(ifname):
+    """IPv4 address of a network interface (SIOCGIFADDR)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", ifname[:15].encode()))
+    return socket.inet_ntoa(packed[20:24])
+
+
+def free_port(addr):
+    with socket.socket() as s:
+        s.bind((addr, 0))
+        return s.getsockname()[1]
+
+
+def make_model(width, layers):
+    torch.manual_seed(0)
+    mods = [nn.Linear(256, width), nn.ReLU()]
+    for _ in range(layers):
+        mods += [nn.Linear(width, width), nn.ReLU()]
+    mods.append(nn.Linear(width, 10))
+    return nn.Sequential(*mods)
+
+
+def time_variant(name, base, hook, state, x, y, args, mpi):
+    ddp = DDP(copy.deepcopy(base), bucket_cap_mb=25)
+    if hook is not None:
+        ddp.register_comm_hook(state, hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+    times = []
+    for step in range(args.warmup + args.steps):
+        mpi.Barrier()  # steps start together, so one rank's lag is not charged to the next step
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        nn.functional.cross_entropy(ddp(x), y).backward()
+        opt.step()
+        dt = time.perf_counter() - t0
+        if step >= args.warmup:
+            times.append(dt)
+    # a step is as slow as its slowest rank
+    times = np.max(np.array(mpi.allgather(times)), axis=0)
+    del ddp, opt
+    return {"variant": name, "median_s": float(np.median(times)), "min_s": float(np.min(times)),
+            "steps": args.steps}
+
+
+def main():
+    args = parse_args()
+    mpi = MPI.COMM_WORLD
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // mpi.size))
+    addr = args.master_addr
+    if addr is None:
+        ifname = os.environ.get("GLOO_SOCKET_IFNAME")
+        addr = interface_address(ifname) if ifname else "127.0.0.1"
+    addr, port = mpi.bcast((addr, free_port(addr)) if mpi.rank == 0 else None, root=0)
+    dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=mpi.rank, world_size=mpi.size)
+    if args.transport == "mpi":
+        comm = qccl.from_mpi(mpi)
+    else:
+        qport = mpi.bcast(free_port(addr) if mpi.rank == 0 else None, root=0)
+        comm = qccl.init_rank(mpi.size, qccl.unique_id_from_address(addr, qport), mpi.rank)
+
+    base = make_model(args.width, args.layers)
+    params = sum(p.numel() for p in base.parameters())
+    g = torch.Generator().manual_seed(mpi.rank)
+    x = torch.randn(args.batch, 256, generator=g)
+    y = torch.randint(0, 10, (args.batch,), generator=g)
+
+    variants = []
+    for b in filter(None, args.baselines.split(",")):
+        if b not in ("fp32", "fp16"):
+            raise SystemExit(f"unknown baseline {b!r}")
+        variants.append((b, None if b == "fp32" else fp16_compress_hook, None))
+    for spec in filter(None, args.codecs.split(",")):
+        codec, _, bits = spec.partition(":")
+        state = qtorch.HookState(comm, codec=codec, bits=int(bits) if bits else None)
+        variants.append((f"qccl-{spec}", qtorch.allreduce_hook, state))
+
+    results = []
+    for name, hook, state in variants:
+        s0 = comm.stats()
+        r = time_variant(name, base, hook, state, x, y, args, mpi)
+        r["qccl_bytes_sent_per_step"] = (comm.stats()["bytes_sent"] - s0["bytes_sent"]) / (args.warmup + args.steps)
+        results.append(r)
+        if mpi.rank == 0:
+            print(f"{name:16s} median step {1e3 * r['median_s']:9.1f} ms  (min {1e3 * r['min_s']:.1f})", flush=True)
+
+    if mpi.rank == 0:
+        base_best = min((r["median_s"] for r in results if r["variant"] in ("fp32", "fp16")), default=None)
+        print(f"\n{mpi.size} ranks, {params / 1e6:.1f}M parameters ({4 * params / 2**20:.0f} MiB of fp32 gradients), "
+              f"batch {args.batch} per rank, qccl over {args.transport}")
+        print(f"{'variant':16s} {'step ms':>9s} {'speedup':>8s} {'qccl MiB/step':>14s}")
+        for r in results:
+            r["speedup_vs_best_baseline"] = base_best / r["median_s"] if base_best else None
+            sp = f"{r['speedup_vs_best_baseline']:.2f}x" if base_best else "-"
+            sent = f"{r['qccl_bytes_sent_per_step'] / 2**20:.2f}" if r["variant"].startswith("qccl") else "-"
+            print(f"{r['variant']:16s} {1e3 * r['median_s']:9.1f} {sp:>8s} {sent:>14s}")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"ranks": mpi.size, "parameters": params, "args": vars(args), "results": results}, f,
+                          indent=1)
+    comm.destroy()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
