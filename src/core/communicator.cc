@@ -183,7 +183,11 @@ struct Communicator::Impl {
   }
 
   device::DeviceContext& deviceContext() {
-    if (!dev) dev = std::make_unique<device::DeviceContext>();
+    if (!dev) {
+      dev = std::make_unique<device::DeviceContext>();
+      // From now on staging is page-locked, so chunk copies to and from the device are async.
+      exec.setHostAllocator(HostAllocator{device::pinnedAlloc, device::pinnedFree});
+    }
     return *dev;
   }
 

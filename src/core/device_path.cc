@@ -88,6 +88,14 @@ bool isDevicePointer(const void* p) {
   return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
 }
 
+void* pinnedAlloc(size_t bytes) {
+  void* p = nullptr;
+  check(cudaMallocHost(&p, bytes ? bytes : 1), "cudaMallocHost");
+  return p;
+}
+
+void pinnedFree(void* p) { cudaFreeHost(p); }
+
 DeviceArray::~DeviceArray() {
   if (ptr_ != nullptr) cudaFree(ptr_);
 }

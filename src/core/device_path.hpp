@@ -18,6 +18,10 @@ namespace device {
 /// True when `p` is device (or managed) memory. Always false in builds without CUDA.
 bool isDevicePointer(const void* p);
 
+/// Page-locked host memory for the executor's staging slots (HostAllocator). Throws Error.
+void* pinnedAlloc(size_t bytes);
+void pinnedFree(void* p);
+
 /// A zero-initialized fp32 array in device memory, freed with the object.
 class DeviceArray {
  public:

@@ -8,6 +8,9 @@ namespace device {
 
 bool isDevicePointer(const void*) { return false; }
 
+void* pinnedAlloc(size_t) { QCCL_THROW(ErrorCode::kInvalidUsage, "qccl was built without CUDA"); }
+void pinnedFree(void*) {}
+
 DeviceArray::~DeviceArray() = default;
 DeviceArray::DeviceArray(DeviceArray&& o) noexcept : ptr_(o.ptr_), n_(o.n_) {
   o.ptr_ = nullptr;

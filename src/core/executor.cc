@@ -124,7 +124,28 @@ struct Executor::StepState {
 };
 
 Executor::Executor(Transport& transport) : t_(transport), scratch_(std::make_unique<StepState>()) {}
-Executor::~Executor() = default;
+Executor::~Executor() {
+  scratch_.reset();  // outstanding requests go before the memory they point at
+  releaseSlots();
+}
+
+void Executor::releaseSlots() {
+  for (Slot& s : slots_) {
+    if (s.ptr == nullptr) continue;
+    if (alloc_.release) {
+      alloc_.release(s.ptr);
+    } else {
+      delete[] s.ptr;
+    }
+    stats_.stagingBytes -= s.bytes;
+    s = Slot{};
+  }
+}
+
+void Executor::setHostAllocator(HostAllocator a) {
+  releaseSlots();
+  alloc_ = a;
+}
 
 size_t Executor::chunkElemsFor(const CodecConfig& codec, size_t chunkBytes) {
   size_t align = codec.bucket ? codec.bucket : 32;
@@ -139,12 +160,23 @@ void Executor::accountStaging(size_t grown) {
 
 uint8_t* Executor::slot(size_t index, size_t bytes) {
   if (slots_.size() <= index) slots_.resize(index + 1);
-  std::vector<uint8_t>& s = slots_[index];
-  if (s.size() < bytes) {
-    accountStaging(bytes - s.size());
-    s.resize(bytes);
+  Slot& s = slots_[index];
+  if (s.bytes < bytes) {
+    // Slots are staging between messages only: their content need not survive a resize.
+    uint8_t* fresh = alloc_.alloc ? static_cast<uint8_t*>(alloc_.alloc(bytes)) : new uint8_t[bytes];
+    if (s.ptr != nullptr) {
+      if (alloc_.release) {
+        alloc_.release(s.ptr);
+      } else {
+        delete[] s.ptr;
+      }
+    }
+    stats_.stagingBytes -= s.bytes;
+    accountStaging(bytes);
+    s.ptr = fresh;
+    s.bytes = bytes;
   }
-  return s.data();
+  return s.ptr;
 }
 
 void* Executor::extraBuffer(size_t index, size_t bytes) {

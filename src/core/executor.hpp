@@ -52,6 +52,13 @@ struct ExecStats {
   uint64_t peakStagingBytes = 0;
 };
 
+/// Allocator of host staging memory. The default is the C++ heap; the device path installs a
+/// page-locked one so that copies between the device and the staging slots are truly async.
+struct HostAllocator {
+  void* (*alloc)(size_t bytes) = nullptr;  ///< must return memory or throw Error
+  void (*release)(void* p) = nullptr;
+};
+
 class Executor {
  public:
   explicit Executor(Transport& transport);
@@ -69,6 +76,8 @@ class Executor {
   static size_t chunkElemsFor(const CodecConfig& codec, size_t chunkBytes);
 
   const ExecStats& stats() const { return stats_; }
+  /// Frees the staging slots and allocates later ones with `a`. Call between collectives only.
+  void setHostAllocator(HostAllocator a);
   /// Reserves (and keeps) a staging buffer of `bytes` bytes in slot `index` of the extra area,
   /// used by the communicator for dtype conversions.
   void* extraBuffer(size_t index, size_t bytes);
@@ -84,7 +93,14 @@ class Executor {
   void accountStaging(size_t grown);
 
   Transport& t_;
-  std::vector<std::vector<uint8_t>> slots_;
+  struct Slot {
+    uint8_t* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  void releaseSlots();
+
+  HostAllocator alloc_;
+  std::vector<Slot> slots_;
   std::vector<std::vector<uint8_t>> extra_;
   std::unique_ptr<StepState> scratch_;  // after the slots: requests die before their buffers
   ExecStats stats_;
