@@ -32,7 +32,8 @@ bool deviceAvailable() noexcept;
 
 /// Device workspace bytes that encode() needs for n elements (small and independent of n today;
 /// call it anyway). The workspace must be 16-byte aligned; its content need not be initialized
-/// and is not preserved, so one workspace may serve consecutive encodes on the same stream.
+/// and is not preserved, so one workspace may serve consecutive encodes on the same stream (not
+/// concurrent encodes on different streams). Throws Error(kInvalidArgument) when cfg is invalid.
 size_t encodeWorkspaceBytes(const CodecConfig& cfg, size_t n);
 
 /// Fused encode on the device: v = in + residual; bucket statistics; pack; residual = v - decoded(v).
@@ -56,7 +57,8 @@ size_t encode(const CodecConfig& cfg, const float* in_d, float* residual_d, size
 /// out_d[0..n) = decode(wire). `info` is the header as parsed and validated on the host by
 /// qccl::parseWire (the kernels trust it and do not re-read the device header); wire_d points at
 /// the header (the payload starts kWireHeaderBytes after it) and holds info.totalBytes bytes.
-/// Throws Error(kMismatch) when info.count != n.
+/// Throws Error(kMismatch) when info.count != n, and Error(kInvalidArgument) when info is not a
+/// consistent header (codec, bits, bucket, totalBytes) or a pointer is misaligned.
 void decode(const WireInfo& info, const void* wire_d, float* out_d, size_t n, void* stream);
 
 /// out_d[0..n) += decode(wire), fused (one read of out_d, one write). Same contract as decode().
