@@ -1,3 +1,10 @@
+// Communicator: argument checks, the choice of algorithm and codec, per-tensor error-feedback
+// state, dtype conversion into an fp32 work array (the recv buffer itself for fp32), then one plan
+// run by the executor in place on that array, and the average / conversion back.
+//
+// A failure in the middle of a collective leaves the ranks out of step, so it marks the
+// communicator failed and tells the peers; argument errors are raised before anything is sent
+// and leave the communicator usable.
 #include "core/communicator.hpp"
 
 #include <cstring>

@@ -15,6 +15,10 @@ namespace qccl {
 
 enum class DataType : int { kFloat32 = 0, kFloat16 = 1, kBfloat16 = 2 };
 enum class RedOp : int { kSum = 0, kAvg = 1 };
+/// Allreduce algorithms. kAuto picks (rule kept in Communicator::Impl::pickAlgo, communicator.cc):
+/// codec fp32, or fewer than Options::minCompressBytes of fp32 data -> fp32 ring; fp16/bf16 -> ring
+/// with that cast; other codecs -> sra on 3+ ranks, allgather on 1-2 ranks. kRing takes only the
+/// casts (fp32/fp16/bf16) and has no error feedback; sra and allgather take every codec.
 enum class Algo : int { kAuto = 0, kRing = 1, kSra = 2, kAllgather = 3 };
 
 /// Communicator options. Defaults here; optionsFromEnv() applies QCCL_* overrides (config.hpp).
