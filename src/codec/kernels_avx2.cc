@@ -1,7 +1,7 @@
 // AVX2 + F16C kernels for CPUs without AVX-512. Same structure and the same per-element IEEE
 // operations as kernels_avx512.cc (see the notes there); without mask registers, the sign-split
 // sums add +0.0f in the lanes that belong to the other sum, which leaves a sum unchanged because
-// these sums are never -0.0f. dyn8 and stochastic maxmin use the scalar kernels.
+// these sums are never -0.0f. dyn8 uses the scalar kernels.
 #include <immintrin.h>
 
 #include <cstring>
@@ -135,9 +135,49 @@ QCCL_TARGET_AVX2 void decodeSign(const BucketCtx& ctx, const uint8_t* block, uin
 // ---------------------------------------------------------------------------------------------
 // maxmin (round to nearest)
 // ---------------------------------------------------------------------------------------------
-QCCL_TARGET_AVX2 inline __m256 levelOf(__m256 x, __m256 mn, __m256 inv, __m256 top) {
-  __m256 q = _mm256_floor_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(x, mn), inv), _mm256_set1_ps(0.5f)));
+QCCL_TARGET_AVX2 inline __m256 levelOf(__m256 x, __m256 mn, __m256 inv, __m256 top, __m256 u) {
+  __m256 q = _mm256_floor_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(x, mn), inv), u));
   return _mm256_min_ps(_mm256_max_ps(q, _mm256_setzero_ps()), top);
+}
+
+QCCL_TARGET_AVX2 inline void mulhilo8(__m256i a, __m256i mul, __m256i* hi, __m256i* lo) {
+  __m256i even = _mm256_mul_epu32(a, mul), odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), mul);
+  *hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+  *lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+}
+
+// Uniforms of 32 consecutive elements starting at element 4 * block0 (math::stochasticUniform):
+// Philox4x32-10 on the 8 counters {block0 + lane, rngOffset}, then element e = word e % 4 of
+// block e / 4.
+QCCL_TARGET_AVX2 void uniforms32(uint64_t block0, const BucketCtx& ctx, __m256* u) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), sign = _mm256_set1_epi32((int)0x80000000u);
+  const __m256i lo0 = _mm256_set1_epi32((int)(uint32_t)block0), hi0 = _mm256_set1_epi32((int)(uint32_t)(block0 >> 32));
+  __m256i c0 = _mm256_add_epi32(lo0, lanes);
+  __m256i carry = _mm256_cmpgt_epi32(_mm256_xor_si256(lo0, sign), _mm256_xor_si256(c0, sign));  // c0 < lo0 unsigned
+  __m256i c1 = _mm256_sub_epi32(hi0, carry);
+  __m256i c2 = _mm256_set1_epi32((int)(uint32_t)ctx.rngOffset);
+  __m256i c3 = _mm256_set1_epi32((int)(uint32_t)(ctx.rngOffset >> 32));
+  uint32_t k0 = (uint32_t)ctx.seed, k1 = (uint32_t)(ctx.seed >> 32);
+  const __m256i m0 = _mm256_set1_epi32((int)0xD2511F53u), m1 = _mm256_set1_epi32((int)0xCD9E8D57u);
+  for (int round = 0; round < 10; ++round) {
+    __m256i h0, l0, h1, l1;
+    mulhilo8(c0, m0, &h0, &l0);
+    mulhilo8(c2, m1, &h1, &l1);
+    c0 = _mm256_xor_si256(_mm256_xor_si256(h1, c1), _mm256_set1_epi32((int)k0));
+    c1 = l1;
+    c2 = _mm256_xor_si256(_mm256_xor_si256(h0, c3), _mm256_set1_epi32((int)k1));
+    c3 = l0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  for (int k = 0; k < 4; ++k) {
+    __m256i idx = _mm256_add_epi32(_mm256_set1_epi32(2 * k), _mm256_srli_epi32(lanes, 2));
+    __m256i x = _mm256_permutevar8x32_epi32(c0, idx);
+    x = _mm256_blend_epi32(x, _mm256_permutevar8x32_epi32(c1, idx), 0x22);
+    x = _mm256_blend_epi32(x, _mm256_permutevar8x32_epi32(c2, idx), 0x44);
+    x = _mm256_blend_epi32(x, _mm256_permutevar8x32_epi32(c3, idx), 0x88);
+    u[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(x, 8)), _mm256_set1_ps(0x1p-24f));
+  }
 }
 
 // Packs 32 levels (4 vectors of 8 int32 each) into 32 * bits / 8 bytes at p.
@@ -187,11 +227,13 @@ QCCL_TARGET_AVX2 bool encodeMaxMinT(const BucketCtx& ctx, const float* in, float
   storeF32(block + 4, p.mx);
   const __m256 mnV = _mm256_set1_ps(p.mn), inv = _mm256_set1_ps(p.inv), step = _mm256_set1_ps(p.step);
   const __m256 top = _mm256_set1_ps((float)p.levels);
+  __m256 u[4] = {_mm256_set1_ps(0.5f), _mm256_set1_ps(0.5f), _mm256_set1_ps(0.5f), _mm256_set1_ps(0.5f)};
   for (uint32_t i = 0; i < m; i += 32) {
+    if (ctx.stochastic) uniforms32((base + i) >> 2, ctx, u);  // base is a multiple of 32
     __m256i qi[4];
     for (int k = 0; k < 4; ++k) {
       __m256 x = _mm256_loadu_ps(v + i + 8 * k);
-      __m256 q = levelOf(x, mnV, inv, top);
+      __m256 q = levelOf(x, mnV, inv, top, u[k]);
       qi[k] = _mm256_cvttps_epi32(q);
       if (kRes) _mm256_storeu_ps(res + i + 8 * k, _mm256_sub_ps(x, _mm256_add_ps(mnV, _mm256_mul_ps(q, step))));
     }
@@ -202,7 +244,7 @@ QCCL_TARGET_AVX2 bool encodeMaxMinT(const BucketCtx& ctx, const float* in, float
 
 QCCL_TARGET_AVX2 bool encodeMaxMin(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
                                    uint8_t* block) {
-  if (m % 32 || ctx.stochastic) return scalarEncode(CodecId::kMaxMin, ctx, in, res, m, base, block);
+  if (m % 32) return scalarEncode(CodecId::kMaxMin, ctx, in, res, m, base, block);
   return res ? encodeMaxMinT<true>(ctx, in, res, m, base, block) : encodeMaxMinT<false>(ctx, in, res, m, base, block);
 }
 
