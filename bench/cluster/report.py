@@ -243,7 +243,9 @@ def scaling_table(ix, rows):
     lines.append("Per-rank wire bytes of the compressed allreduce at %s (%s), against the compressed "
                  "tensor C = size x bits/32 (nominal, without the per-bucket scales and headers). For "
                  "scatter-reduce + allgather, wire/C should stay near 2(n-1)/n times a constant codec "
-                 "overhead, i.e. the last column should not grow with n." % (size_name(size), link_name(link)))
+                 "overhead, i.e. the last column should not grow with n. `--algo auto` runs sra from 3 "
+                 "ranks and allgather at 2, where each rank sends its compressed tensor once: the same "
+                 "2(n-1)/n = 1." % (size_name(size), link_name(link)))
     lines.append("")
     lines.append("| codec | hosts | algo | 2(n-1)/n | wire bytes/rank | wire / C | (wire / C) / (2(n-1)/n) |")
     lines.append("|---|---:|---|---:|---:|---:|---:|")
