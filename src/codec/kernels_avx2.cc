@@ -1,7 +1,7 @@
 // AVX2 + F16C kernels for CPUs without AVX-512. Same structure and the same per-element IEEE
 // operations as kernels_avx512.cc (see the notes there); without mask registers, the sign-split
 // sums add +0.0f in the lanes that belong to the other sum, which leaves a sum unchanged because
-// these sums are never -0.0f. dyn8 uses the scalar kernels.
+// these sums are never -0.0f.
 #include <immintrin.h>
 
 #include <cstring>
@@ -271,6 +271,79 @@ QCCL_TARGET_AVX2 void decodeMaxMin(const BucketCtx& ctx, const uint8_t* block, u
 }
 
 // ---------------------------------------------------------------------------------------------
+// dyn8: absmax pass, then a 7-step gathered binary search over the thresholds.
+// ---------------------------------------------------------------------------------------------
+struct Dyn8Padded {
+  alignas(32) float threshold[128];  // threshold[127] = +Inf: a > it never holds
+};
+
+QCCL_TARGET_AVX2 inline __m256i dyn8Codes(__m256 x, __m256 absmax, const float* thr) {
+  __m256 a = _mm256_div_ps(absV(x), absmax);
+  __m256i lo = _mm256_setzero_si256();
+  for (int s = 64; s >= 1; s >>= 1) {
+    __m256 t = _mm256_i32gather_ps(thr, _mm256_add_epi32(lo, _mm256_set1_epi32(s - 1)), 4);
+    __m256i up = _mm256_castps_si256(_mm256_cmp_ps(a, t, _CMP_GT_OQ));
+    lo = _mm256_add_epi32(lo, _mm256_and_si256(up, _mm256_set1_epi32(s)));
+  }
+  __m256i neg = _mm256_andnot_si256(_mm256_cmpeq_epi32(lo, _mm256_setzero_si256()),
+                                    _mm256_castps_si256(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ)));
+  return _mm256_or_si256(lo, _mm256_and_si256(neg, _mm256_set1_epi32(0x80)));
+}
+
+QCCL_TARGET_AVX2 inline __m256 dyn8Values(__m256i code, __m256 absmax, const float* mag) {
+  __m256 m = _mm256_i32gather_ps(mag, _mm256_and_si256(code, _mm256_set1_epi32(0x7f)), 4);
+  __m256i sign = _mm256_slli_epi32(_mm256_and_si256(code, _mm256_set1_epi32(0x80)), 24);
+  return _mm256_xor_ps(_mm256_mul_ps(m, absmax), _mm256_castsi256_ps(sign));  // -m as a sign flip
+}
+
+template <bool kRes>
+QCCL_TARGET_AVX2 bool encodeDyn8T(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
+                                  uint8_t* block) {
+  float* v = ctx.scratch;
+  __m256 amax = _mm256_setzero_ps();
+  int bad = 0;
+  for (uint32_t i = 0; i < m; i += 8) {
+    __m256 x = stageV<kRes>(in, res, i);
+    _mm256_storeu_ps(v + i, x);
+    bad |= notFinite(x);
+    amax = _mm256_max_ps(amax, absV(x));
+  }
+  alignas(32) float a8[8];
+  _mm256_store_ps(a8, amax);
+  float absmax = a8[0];
+  for (int k = 1; k < 8; ++k) absmax = math::fmax2(absmax, a8[k]);
+  if (bad || absmax == 0.0f) return scalarEncode(CodecId::kDyn8, ctx, in, res, m, base, block);
+  storeF32(block, absmax);
+  Dyn8Padded pad;
+  std::memcpy(pad.threshold, ctx.dyn8->threshold, sizeof(ctx.dyn8->threshold));
+  pad.threshold[127] = INFINITY;
+  const __m256 am = _mm256_set1_ps(absmax);
+  for (uint32_t i = 0; i < m; i += 8) {
+    __m256 x = _mm256_loadu_ps(v + i);
+    __m256i code = dyn8Codes(x, am, pad.threshold);
+    __m128i c16 = _mm_packus_epi32(_mm256_castsi256_si128(code), _mm256_extracti128_si256(code, 1));
+    _mm_storel_epi64((__m128i*)(block + 4 + i), _mm_packus_epi16(c16, c16));
+    if (kRes) _mm256_storeu_ps(res + i, _mm256_sub_ps(x, dyn8Values(code, am, ctx.dyn8->magnitude)));
+  }
+  return false;
+}
+
+QCCL_TARGET_AVX2 bool encodeDyn8(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
+                                 uint8_t* block) {
+  if (m % 32) return scalarEncode(CodecId::kDyn8, ctx, in, res, m, base, block);
+  return res ? encodeDyn8T<true>(ctx, in, res, m, base, block) : encodeDyn8T<false>(ctx, in, res, m, base, block);
+}
+
+QCCL_TARGET_AVX2 void decodeDyn8(const BucketCtx& ctx, const uint8_t* block, uint32_t m, float* out, bool add) {
+  if (m % 32) return scalarDecode(CodecId::kDyn8, ctx, block, m, out, add);
+  const __m256 am = _mm256_set1_ps(loadF32(block));
+  for (uint32_t i = 0; i < m; i += 8) {
+    __m256i code = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(block + 4 + i)));
+    _mm256_storeu_ps(out + i, addOut(dyn8Values(code, am, ctx.dyn8->magnitude), out + i, add));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Casts
 // ---------------------------------------------------------------------------------------------
 enum Cast { kF32 = 0, kF16 = 1, kB16 = 2 };
@@ -363,6 +436,8 @@ const Kernels* avx2Kernels() {
     r.bucketDecode[(int)CodecId::kSignScale] = decodeSign<false>;
     r.bucketEncode[(int)CodecId::kMaxMin] = encodeMaxMin;
     r.bucketDecode[(int)CodecId::kMaxMin] = decodeMaxMin;
+    r.bucketEncode[(int)CodecId::kDyn8] = encodeDyn8;
+    r.bucketDecode[(int)CodecId::kDyn8] = decodeDyn8;
     r.castEncode[kF32] = encodeCast<kF32>;
     r.castEncode[kF16] = encodeCast<kF16>;
     r.castEncode[kB16] = encodeCast<kB16>;
