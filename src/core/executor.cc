@@ -98,6 +98,7 @@ struct Executor::StepState {
   float* dst = nullptr;
   const ExecParams* p = nullptr;
   size_t C = 0, D = 1, nG = 0, nR = 0;
+  size_t rounds = 0;  // chunk rounds of this step
 
   // Receive slots have room for a somewhat longer message than expected, so that ranks that
   // disagree on the count are told so by the header check (kMismatch) rather than by the
@@ -123,9 +124,9 @@ struct Executor::StepState {
   }
 };
 
-Executor::Executor(Transport& transport) : t_(transport), scratch_(std::make_unique<StepState>()) {}
+Executor::Executor(Transport& transport) : t_(transport) {}
 Executor::~Executor() {
-  scratch_.reset();  // outstanding requests go before the memory they point at
+  scratch_.clear();  // outstanding requests go before the memory they point at
   releaseSlots();
 }
 
@@ -191,47 +192,69 @@ void* Executor::extraBuffer(size_t index, size_t bytes) {
 
 void Executor::run(const Plan& plan, const float* src, float* dst, const ExecParams& params) {
   try {
-    for (int s = 0; s < static_cast<int>(plan.steps.size()); ++s) runStep(plan, s, src, dst, params);
+    if (plan.pipelineSteps) {
+      runSteps(plan, 0, plan.steps.size(), src, dst, params);
+    } else {
+      for (size_t s = 0; s < plan.steps.size(); ++s) runSteps(plan, s, s + 1, src, dst, params);
+    }
   } catch (...) {
-    scratch_->reset();
+    for (auto& st : scratch_) st->reset();
     throw;
   }
 }
 
-void Executor::runStep(const Plan& plan, int si, const float* src, float* dst, const ExecParams& p) {
-  StepState& S = *scratch_;
-  S.plan = &plan;
-  S.step = &plan.steps[si];
-  S.si = si;
-  S.src = src;
-  S.dst = dst;
-  S.p = &p;
-  S.C = p.chunkElems;
-  S.D = static_cast<size_t>(std::max(1, p.depth));
-  size_t J = prepareStep();
-  for (size_t k = 0; k < J; ++k) {
-    for (size_t g = 0; g < S.nG; ++g)
-      if (k < chunksOf(S.groups[g].range, S.C)) sendChunk(g, k);
-    bool first = true;
-    for (size_t r = 0; r < S.nR; ++r) {
-      if (k >= chunksOf(S.step->recvs[r].range, S.C)) continue;
-      recvChunk(r, k, first);
-      first = false;
+// Runs steps [first, last) together, chunk round by chunk round: in round k every step sends its
+// chunk k, then receives its chunk k, in step order. A step's sends only read what earlier steps
+// received in the same or earlier rounds (sra: the owner forwards reduced chunk k while chunk
+// k+1 is still being scattered), so this is the plan's order with the step boundaries pipelined.
+void Executor::runSteps(const Plan& plan, size_t first, size_t last, const float* src, float* dst,
+                        const ExecParams& p) {
+  while (scratch_.size() < last - first) scratch_.push_back(std::make_unique<StepState>());
+  size_t rounds = 0, slotBase = 0;
+  for (size_t s = first; s < last; ++s) {
+    StepState& S = *scratch_[s - first];
+    S.plan = &plan;
+    S.step = &plan.steps[s];
+    S.si = static_cast<int>(s);
+    S.src = src;
+    S.dst = dst;
+    S.p = &p;
+    S.C = p.chunkElems;
+    S.D = static_cast<size_t>(std::max(1, p.depth));
+    slotBase = prepareStep(S, slotBase);
+    rounds = std::max(rounds, S.rounds);
+  }
+  for (size_t k = 0; k < rounds; ++k) {
+    for (size_t s = 0; s < last - first; ++s) {
+      StepState& S = *scratch_[s];
+      for (size_t g = 0; g < S.nG; ++g)
+        if (k < chunksOf(S.groups[g].range, S.C)) sendChunk(S, g, k);
+      bool firstRecv = true;
+      for (size_t r = 0; r < S.nR; ++r) {
+        if (k >= chunksOf(S.step->recvs[r].range, S.C)) continue;
+        recvChunk(S, r, k, firstRecv);
+        firstRecv = false;
+      }
     }
   }
+  for (size_t s = 0; s < last - first; ++s) finishStep(*scratch_[s]);
+}
+
+// Waits for the step's last sends, so that its slots are free for the next call.
+void Executor::finishStep(StepState& S) {
   S.pending.clear();
   for (size_t i = 0; i < S.nG * S.D; ++i) {
     for (auto& rq : S.sreq[i]) S.pending.push_back(std::move(rq));
     S.sreq[i].clear();
   }
-  waitAll(t_, S.pending, deadlineFrom(p.timeoutSec), "send");
+  waitAll(t_, S.pending, deadlineFrom(S.p->timeoutSec), "send");
   S.pending.clear();
 }
 
 // Groups the sends by range (one encoding each), matches self receives to their encoding, assigns
-// staging slots and posts the first `depth` receives of every stream. Returns the chunk rounds.
-size_t Executor::prepareStep() {
-  StepState& S = *scratch_;
+// staging slots from `slotBase` on and posts the first `depth` receives of every stream. Returns
+// the next free slot index.
+size_t Executor::prepareStep(StepState& S, size_t slotBase) {
   const PlanStep& st = *S.step;
   const int me = S.plan->rank;
   S.nG = 0;
@@ -260,7 +283,7 @@ size_t Executor::prepareStep() {
   S.gslot.assign(S.nG * S.D, nullptr);
   S.rslot.assign(S.nR * S.D, nullptr);
   S.gbytes.assign(S.nG, 0);
-  size_t next = 0;
+  size_t next = slotBase;
   for (size_t g = 0; g < S.nG; ++g)
     for (size_t d = 0; d < S.D; ++d) S.gslot[g * S.D + d] = slot(next++, S.capacity(S.groups[g].range));
   for (size_t r = 0; r < S.nR; ++r)
@@ -268,19 +291,18 @@ size_t Executor::prepareStep() {
       for (size_t d = 0; d < S.D; ++d) S.rslot[r * S.D + d] = slot(next++, S.capacity(st.recvs[r].range));
   if (S.sreq.size() < S.nG * S.D) S.sreq.resize(S.nG * S.D);
   if (S.rreq.size() < S.nR * S.D) S.rreq.resize(S.nR * S.D);
-  size_t J = 0;
-  for (size_t g = 0; g < S.nG; ++g) J = std::max(J, chunksOf(S.groups[g].range, S.C));
+  S.rounds = 0;
+  for (size_t g = 0; g < S.nG; ++g) S.rounds = std::max(S.rounds, chunksOf(S.groups[g].range, S.C));
   for (size_t r = 0; r < S.nR; ++r) {
     size_t K = chunksOf(st.recvs[r].range, S.C);
-    J = std::max(J, K);
+    S.rounds = std::max(S.rounds, K);
     if (S.selfGroup[r] < 0)
-      for (size_t k = 0; k < std::min(S.D, K); ++k) postRecv(r, k);
+      for (size_t k = 0; k < std::min(S.D, K); ++k) postRecv(S, r, k);
   }
-  return J;
+  return next;
 }
 
-void Executor::postRecv(size_t r, size_t k) {
-  StepState& S = *scratch_;
+void Executor::postRecv(StepState& S, size_t r, size_t k) {
   const Transfer& tr = S.step->recvs[r];
   size_t i = r * S.D + k % S.D;
   S.rreq[i] = t_.irecv(tr.peer, makeTag(S.si, k), S.rslot[i], S.capacity(tr.range));
@@ -288,8 +310,7 @@ void Executor::postRecv(size_t r, size_t k) {
 
 // Encodes chunk k of send group g once (after the slot's previous sends completed) and sends it
 // to every remote peer of the group.
-void Executor::sendChunk(size_t g, size_t k) {
-  StepState& S = *scratch_;
+void Executor::sendChunk(StepState& S, size_t g, size_t k) {
   const ExecParams& p = *S.p;
   const SendGroup& grp = S.groups[g];
   std::vector<RequestPtr>& reqs = S.sreq[g * S.D + k % S.D];
@@ -318,8 +339,7 @@ void Executor::sendChunk(size_t g, size_t k) {
 
 // Waits for chunk k of receive stream r (or takes this rank's own encoding), validates its
 // header, decodes it into place and reposts the slot for chunk k + depth.
-void Executor::recvChunk(size_t r, size_t k, bool first) {
-  StepState& S = *scratch_;
+void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
   const ExecParams& p = *S.p;
   const Transfer& tr = S.step->recvs[r];
   Range c = chunkOf(tr.range, S.C, k);
@@ -348,7 +368,7 @@ void Executor::recvChunk(size_t r, size_t k, bool first) {
   } else {
     decode(buf, bytes, out, c.size());
   }
-  if (self < 0 && k + S.D < chunksOf(tr.range, S.C)) postRecv(r, k + S.D);
+  if (self < 0 && k + S.D < chunksOf(tr.range, S.C)) postRecv(S, r, k + S.D);
 }
 
 }  // namespace qccl

@@ -84,11 +84,12 @@ class Executor {
 
  private:
   struct StepState;
-  void runStep(const Plan& plan, int stepIndex, const float* src, float* dst, const ExecParams& p);
-  size_t prepareStep();
-  void postRecv(size_t recv, size_t chunk);
-  void sendChunk(size_t group, size_t chunk);
-  void recvChunk(size_t recv, size_t chunk, bool first);
+  void runSteps(const Plan& plan, size_t first, size_t last, const float* src, float* dst, const ExecParams& p);
+  size_t prepareStep(StepState& S, size_t slotBase);
+  void postRecv(StepState& S, size_t recv, size_t chunk);
+  void sendChunk(StepState& S, size_t group, size_t chunk);
+  void recvChunk(StepState& S, size_t recv, size_t chunk, bool first);
+  void finishStep(StepState& S);
   uint8_t* slot(size_t index, size_t bytes);
   void accountStaging(size_t grown);
 
@@ -102,7 +103,7 @@ class Executor {
   HostAllocator alloc_;
   std::vector<Slot> slots_;
   std::vector<std::vector<uint8_t>> extra_;
-  std::unique_ptr<StepState> scratch_;  // after the slots: requests die before their buffers
+  std::vector<std::unique_ptr<StepState>> scratch_;  // one per step run together
   ExecStats stats_;
 };
 

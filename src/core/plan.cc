@@ -41,6 +41,7 @@ Plan planSra(int rank, int size, size_t count, size_t bucket) {
   for (int q = 0; q < size; ++q) gather.recvs.push_back({q, plan.shards[q], plan.shards[q].begin});
   plan.steps.push_back(std::move(scatter));
   plan.steps.push_back(std::move(gather));
+  plan.pipelineSteps = true;
   return plan;
 }
 

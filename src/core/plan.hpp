@@ -56,12 +56,16 @@ struct Plan {
   std::vector<Range> shards;  ///< sra: shard p is reduced by rank p; ring: the ring's chunks
   Range ownerRange;           ///< sra: this rank's shard (owner residual covers it)
   std::vector<PlanStep> steps;
+  /// The executor may run all steps together, chunk round by chunk round: every step's sends of
+  /// chunk k depend only on chunk k (or earlier) of earlier steps' receives.
+  bool pipelineSteps = false;
 };
 
 /// Compressed scatter-reduce then allgather. Shard boundaries are multiples of `bucket` so that a
 /// shard encodes into whole buckets. Step 0: every rank encodes shard p (worker residual) for p;
 /// owner sums all n contributions in rank order. Step 1: the owner encodes its reduced shard (owner
-/// residual) once, decodes it itself and sends it to all.
+/// residual) once, decodes it itself and sends it to all. The steps are pipelined: the owner
+/// forwards reduced chunk k while later chunks are still being scattered.
 Plan planSra(int rank, int size, size_t count, size_t bucket);
 
 /// Bandwidth-optimal ring: n-1 reduce-scatter steps (accumulate), then the final owner of each

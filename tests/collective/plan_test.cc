@@ -71,8 +71,10 @@ TEST(Plan, SraMatchesReducesOnceAndCovers) {
         for (const Transfer& t : p.steps[1].recvs)
           for (size_t i = t.range.begin; i < t.range.end; ++i) ++covered[t.dstOffset + i - t.range.begin];
         for (size_t i = 0; i < count; ++i) ASSERT_EQ(covered[i], 1) << "element " << i;
-        // The step-1 sends are one encoding (same range) and include the owner itself.
+        // The step-1 sends are one encoding (same range) and include the owner itself. They
+        // forward exactly what step 0 reduced, which is what lets the executor pipeline the steps.
         for (const Transfer& t : p.steps[1].sends) EXPECT_TRUE(t.range == p.ownerRange);
+        EXPECT_TRUE(p.pipelineSteps);
       }
     }
   }
