@@ -161,6 +161,36 @@ TEST_P(IsaEquivalence, RandomPayloadDecodesMatchScalar) {
   }
 }
 
+// dyn8 codes are decided by comparisons with the thresholds: values exactly on and one ulp around
+// every threshold (times a bucket absmax of 1 and of 3) must get the scalar path's codes.
+TEST(IsaEquivalenceDyn8, ThresholdEdges) {
+  const auto isas = vectorIsas();
+  if (isas.empty()) GTEST_SKIP() << "no vector ISA on this CPU";
+  math::Dyn8Tables t;
+  math::fillDyn8Tables(&t);
+  CodecConfig cfg;
+  cfg.codec = CodecId::kDyn8;
+  cfg.bucket = 128;
+  for (float scale : {1.0f, 3.0f}) {
+    std::vector<float> g;
+    for (int k = 0; k < 127; ++k) {
+      if (g.size() % 128 == 0) g.push_back(scale);  // the bucket's absmax
+      float th = t.threshold[k] * scale;
+      for (float x : {th, std::nextafter(th, 0.0f), std::nextafter(th, 2.0f * scale)}) {
+        if (g.size() % 128 == 0) g.push_back(scale);
+        g.push_back(g.size() % 2 ? x : -x);
+      }
+    }
+    while (g.size() % 128) g.push_back(0.0f);
+    std::vector<float> r(g.size(), 0.0f), acc(g.size(), 0.0f);
+    IsaRun ref = runWith(cpu::scalarKernels(), cfg, g, &r, acc, 0);
+    for (const cpu::Kernels* k : isas) {
+      SCOPED_TRACE(std::string(k->isa) + " scale " + std::to_string(scale));
+      expectSame(ref, runWith(*k, cfg, g, &r, acc, 0));
+    }
+  }
+}
+
 std::vector<CodecConfig> isaConfigs() {
   std::vector<CodecConfig> v = allConfigs(512);
   for (uint32_t b : {32u, 96u, 4096u})
