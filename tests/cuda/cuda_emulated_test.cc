@@ -219,6 +219,39 @@ TEST(CudaEmulated, BucketHeaderMatchesCpu) {
   }
 }
 
+// The device's NaN handling must reproduce what x86 arithmetic gives natively; on an x86 host the
+// plain expressions are the reference. Only cases with one NaN source (or none) are compared:
+// with two different NaN payloads x86's answer depends on the compiler's operand order.
+TEST(CudaEmulated, NaNPropagationMatchesX86) {
+#if defined(__x86_64__) || defined(__i386__)
+  const float inf = math::bitsFloat(0x7f800000u);
+  const float nans[] = {math::quietNaN(), math::bitsFloat(0xffc01234u), math::bitsFloat(0x7f800001u)};
+  const float finite[] = {0.0f, -0.0f, 1.5f, -3.0e38f, 1e-40f};
+  auto same = [](float a, float b) { return math::floatBits(a) == math::floatBits(b); };
+  for (float n : nans) {
+    for (float f : finite) {
+      EXPECT_TRUE(same(cuda::detail::addX86(n, f), n + f));
+      EXPECT_TRUE(same(cuda::detail::addX86(f, n), f + n));
+      for (uint32_t q : {0u, 1u, 3u}) {
+        EXPECT_TRUE(same(cuda::detail::maxminNaN<2>(q, n, f), math::maxminValue(q, n, math::maxminStep(n, f, 2))));
+        EXPECT_TRUE(same(cuda::detail::maxminNaN<2>(q, f, n), math::maxminValue(q, f, math::maxminStep(f, n, 2))));
+      }
+    }
+    for (uint32_t q : {0u, 1u, 3u})
+      EXPECT_TRUE(same(cuda::detail::maxminNaN<2>(q, n, n), math::maxminValue(q, n, math::maxminStep(n, n, 2))));
+    const float m = tables().magnitude[5];
+    EXPECT_TRUE(same(cuda::detail::propagateNaN(m * n, m, n), m * n));
+  }
+  EXPECT_TRUE(same(cuda::detail::addX86(inf, -inf), inf + -inf));
+  EXPECT_EQ(math::floatBits(cuda::detail::addX86(inf, -inf)), 0xffc00000u);
+  for (uint32_t q : {0u, 2u, 255u})
+    EXPECT_TRUE(
+        same(cuda::detail::maxminNaN<8>(q, -inf, inf), math::maxminValue(q, -inf, math::maxminStep(-inf, inf, 8))));
+#else
+  GTEST_SKIP() << "the reference is x86 arithmetic";
+#endif
+}
+
 TEST(CudaEmulated, SignWordInterleavesBallots) {
   // Element 4l + k of a row sets bit l of ballot k; word w must carry element 32w + j in bit j.
   for (uint32_t e = 0; e < 128; ++e) {
