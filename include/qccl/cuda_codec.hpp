@@ -6,7 +6,8 @@
 // Every function is stream-ordered and asynchronous: it enqueues kernels on `stream` and returns;
 // none allocates device memory or synchronizes. The bytes written equal the CPU encoder's bytes
 // (qccl::encode) bit for bit, for every codec; stochastic rounding matches given the same
-// CodecConfig::seed and EncodeParams::rngOffset.
+// CodecConfig::seed and EncodeParams::rngOffset. Outputs that are NaN carry the payload x86
+// arithmetic gives (the CPU codec's), not the GPU's canonical NaN.
 //
 // Alignment: float and uint16_t arrays must be aligned to their element size and wire buffers to
 // 4 bytes (what cudaMalloc plus whole-element offsets always gives); anything else is rejected
