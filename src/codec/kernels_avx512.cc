@@ -331,8 +331,8 @@ QCCL_TARGET_AVX512 void decodeMaxMin(const BucketCtx& ctx, const uint8_t* block,
 }
 
 // ---------------------------------------------------------------------------------------------
-// dyn8: absmax pass, then a 7-step binary search over the thresholds. Table lookups use
-// in-register permutes of a 128-entry table (gathers are slow on some cores).
+// dyn8: absmax pass, then the code search below. Table lookups use in-register permutes of a
+// 128-entry table (gathers are slow on some cores).
 // ---------------------------------------------------------------------------------------------
 struct Table128 {
   __m512 t[8];
@@ -355,16 +355,52 @@ QCCL_TARGET_AVX512 inline __m512 lookup(const Table128& tab, __m512i idx) {
   return _mm512_mask_blend_ps(bit6, _mm512_mask_blend_ps(bit5, a, b), _mm512_mask_blend_ps(bit5, c, d));
 }
 
-QCCL_TARGET_AVX512 inline __m512i dyn8Codes(__m512 x, __m512 absmax, const Table128& thr) {
-  __m512 a = _mm512_div_ps(_mm512_abs_ps(x), absmax);
-  __m512i lo = _mm512_setzero_si512();
-  for (int s = 64; s >= 1; s >>= 1) {
-    __m512 t = lookup(thr, _mm512_add_epi32(lo, _mm512_set1_epi32(s - 1)));
-    lo = _mm512_mask_add_epi32(lo, _mm512_cmp_ps_mask(a, t, _CMP_GT_OQ), lo, _mm512_set1_epi32(s));
+// Code search without a full binary search. The decade (number of fraction bits f) is exact: it
+// counts the thresholds at decade boundaries, thr[2^f - 1], that a exceeds. Inside a decade the
+// thresholds are evenly spaced midpoints T(j) = 10^-e (0.1 + 0.9 (j + 1.5) / 2^f), so the count
+// of them below a is ceil(a * S - K), computed in float with an error far below one step; the
+// estimate is therefore off by at most one, and one comparison on each side with the real
+// thresholds makes it exact (the thresholds are increasing).
+struct Dyn8Search {
+  Table128 thr;
+  float bound[7];      // thr[2^f - 1]
+  __m512 scale, bias;  // S[f] = 10^e 2^f / 0.9, K[f] = 0.1 2^f / 0.9 + 1.5, e = 6 - f, lanes f = 0..6
+};
+
+QCCL_TARGET_AVX512 inline void initSearch(const float* threshold, Dyn8Search* d) {
+  d->thr = loadTable(threshold, 127);
+  alignas(64) float s[16] = {}, k[16] = {};
+  for (int f = 0; f < 7; ++f) {
+    d->bound[f] = threshold[(1 << f) - 1];
+    double p10 = 1.0;
+    for (int e = 0; e < 6 - f; ++e) p10 *= 10.0;
+    s[f] = (float)(p10 * (double)(1 << f) / 0.9);
+    k[f] = (float)(0.1 * (double)(1 << f) / 0.9 + 1.5);
   }
-  __mmask16 neg =
-      _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ) & _mm512_cmpneq_epi32_mask(lo, _mm512_setzero_si512());
-  return _mm512_mask_or_epi32(lo, neg, lo, _mm512_set1_epi32(0x80));
+  d->scale = _mm512_load_ps(s);
+  d->bias = _mm512_load_ps(k);
+}
+
+QCCL_TARGET_AVX512 inline __m512i dyn8Codes(__m512 x, __m512 absmax, const Dyn8Search& d) {
+  const __m512i one = _mm512_set1_epi32(1);
+  __m512 a = _mm512_div_ps(_mm512_abs_ps(x), absmax);
+  __m512i p = _mm512_setzero_si512();
+  for (int f = 0; f < 7; ++f)
+    p = _mm512_mask_add_epi32(p, _mm512_cmp_ps_mask(a, _mm512_set1_ps(d.bound[f]), _CMP_GT_OQ), p, one);
+  __mmask16 nonzero = _mm512_test_epi32_mask(p, p);
+  __m512i f = _mm512_max_epi32(_mm512_sub_epi32(p, one), _mm512_setzero_si512());
+  __m512 y = _mm512_sub_ps(_mm512_mul_ps(a, _mm512_permutexvar_ps(f, d.scale)), _mm512_permutexvar_ps(f, d.bias));
+  __m512i j = _mm512_cvttps_epi32(_mm512_roundscale_ps(y, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC));
+  __m512i base = _mm512_sllv_epi32(one, f);
+  j = _mm512_min_epi32(_mm512_max_epi32(j, _mm512_setzero_si512()), _mm512_sub_epi32(base, one));
+  __m512i c = _mm512_add_epi32(base, j);
+  __mmask16 up = _mm512_cmp_ps_mask(a, lookup(d.thr, c), _CMP_GT_OQ);
+  __mmask16 down = _mm512_cmp_ps_mask(a, lookup(d.thr, _mm512_sub_epi32(c, one)), _CMP_NGT_UQ);
+  c = _mm512_mask_add_epi32(c, up, c, one);
+  c = _mm512_mask_sub_epi32(c, down, c, one);
+  c = _mm512_maskz_mov_epi32(nonzero, c);
+  __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ) & nonzero;
+  return _mm512_mask_or_epi32(c, neg, c, _mm512_set1_epi32(0x80));
 }
 
 QCCL_TARGET_AVX512 inline __m512 dyn8Values(__m512i code, __m512 absmax, const Table128& mag) {
@@ -391,10 +427,12 @@ QCCL_TARGET_AVX512 bool encodeDyn8T(const BucketCtx& ctx, const float* in, float
   if (bad || absmax == 0.0f) return scalarEncode(CodecId::kDyn8, ctx, in, res, m, base, block);
   storeF32(block, absmax);
   const __m512 am = _mm512_set1_ps(absmax);
-  const Table128 thr = loadTable(ctx.dyn8->threshold, 127), mag = loadTable(ctx.dyn8->magnitude, 128);
+  Dyn8Search search;
+  initSearch(ctx.dyn8->threshold, &search);
+  const Table128 mag = loadTable(ctx.dyn8->magnitude, 128);
   for (uint32_t i = 0; i < m; i += 16) {
     __m512 x = _mm512_loadu_ps(v + i);
-    __m512i code = dyn8Codes(x, am, thr);
+    __m512i code = dyn8Codes(x, am, search);
     _mm_storeu_si128((__m128i*)(block + 4 + i), _mm512_cvtepi32_epi8(code));
     if (kRes) _mm512_storeu_ps(res + i, _mm512_sub_ps(x, dyn8Values(code, am, mag)));
   }

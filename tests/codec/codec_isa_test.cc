@@ -162,7 +162,8 @@ TEST_P(IsaEquivalence, RandomPayloadDecodesMatchScalar) {
 }
 
 // dyn8 codes are decided by comparisons with the thresholds: values exactly on and one ulp around
-// every threshold (times a bucket absmax of 1 and of 3) must get the scalar path's codes.
+// every threshold (times a bucket absmax of 1 and of 3), and a dense sweep of magnitudes, must get
+// the scalar path's codes.
 TEST(IsaEquivalenceDyn8, ThresholdEdges) {
   const auto isas = vectorIsas();
   if (isas.empty()) GTEST_SKIP() << "no vector ISA on this CPU";
@@ -180,6 +181,13 @@ TEST(IsaEquivalenceDyn8, ThresholdEdges) {
         if (g.size() % 128 == 0) g.push_back(scale);
         g.push_back(g.size() % 2 ? x : -x);
       }
+    }
+    // Plus a log-uniform sweep over [1e-8, 1] of the absmax, every decade densely covered.
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> expo(-8.0f, 0.0f);
+    for (int i = 0; i < 40000; ++i) {
+      if (g.size() % 128 == 0) g.push_back(scale);
+      g.push_back(std::pow(10.0f, expo(rng)) * scale * (i % 3 ? 1.0f : -1.0f));
     }
     while (g.size() % 128) g.push_back(0.0f);
     std::vector<float> r(g.size(), 0.0f), acc(g.size(), 0.0f);
