@@ -129,6 +129,21 @@ INSTANTIATE_TEST_SUITE_P(Coll, AllreduceMatrix, ::testing::Combine(::testing::Ra
                            return name;
                          });
 
+// Pipeline depths 1 (no overlap: every slot is reused right away) and 3, with many chunks.
+TEST(AllreducePipeline, DepthsOneAndThree) {
+  for (int depth : {1, 3}) {
+    Options opts;
+    opts.codec.bucket = 32;
+    opts.chunkBytes = 128;
+    opts.pipelineDepth = depth;
+    opts.timeoutSec = 30;
+    SCOPED_TRACE("depth " + std::to_string(depth));
+    checkOne({CodecId::kOneBit, 0}, Algo::kSra, 4, 5000, opts, true);
+    checkOne({CodecId::kFp16, 0}, Algo::kRing, 5, 5000, opts, false);
+    checkOne({CodecId::kMaxMin, 8}, Algo::kAllgather, 3, 5000, opts, true);
+  }
+}
+
 // 2^20 + 3 elements for a subset of combinations (the full product would take minutes on two
 // cores): each algorithm with a lossless and a lossy codec, at 2, 3 and 8 ranks, with 256 KiB
 // chunks so that every message is pipelined.
