@@ -25,6 +25,7 @@ constexpr ucp_tag_t kLowMask = 0xffffffffull;
 constexpr size_t kAbortBytes = 256;  // int32 code + reason text
 // sendAbort() drives its notices for at most this long, so it never blocks for long.
 constexpr std::chrono::milliseconds kAbortDrive{100};
+// How often progress() looks at the bootstrap links for dead peers.
 constexpr std::chrono::milliseconds kLivenessPeriod{2};
 // Upper bound on flushing endpoints at destruction when a peer does not answer.
 constexpr double kMaxCloseSec = 10.0;
