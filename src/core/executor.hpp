@@ -4,8 +4,13 @@
 // chunked encode equals the encode of the whole range). A step streams its chunks through
 // `depth` staging slots per message stream: chunk k+1 is encoded while chunk k is on the wire,
 // receives are posted `depth` chunks ahead, and each received chunk is validated and decoded as
-// soon as it is next in the plan's order. Staging buffers belong to the Executor and only grow,
-// so repeated calls with the same shapes allocate nothing.
+// soon as it is next in the plan's order. Steps of a plan marked pipelineSteps (sra) run
+// together round by round, so no step waits for the previous one to drain. Staging buffers belong
+// to the Executor and only grow, so repeated calls with the same shapes allocate nothing.
+//
+// Deadlock freedom: in round k a rank only waits for (a) its own sends of round k - depth, whose
+// receives every peer has posted once it finished round k - 1, and (b) messages of round k that
+// every peer sends before it waits for anything of round k; so the slowest rank can always move.
 #pragma once
 
 #include <cstddef>
