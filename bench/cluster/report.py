@@ -132,6 +132,7 @@ def plots(ix, rows, plot_dir):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     os.makedirs(plot_dir, exist_ok=True)
     made = []
@@ -182,6 +183,7 @@ def plots(ix, rows, plot_dir):
         ax.set_xticks(range(len(links)))
         ax.set_xticklabels([link_name(l) for l in links])
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
         ax.set_xlabel("link rate")
         ax.set_ylabel("speedup over MPI_Allreduce")
         ax.set_title("%d hosts, %s" % (n, size_name(size)))
