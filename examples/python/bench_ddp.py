@@ -37,7 +37,7 @@ import qccl.torch as qtorch
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--width", type=int, default=2880, help="hidden width; 2880 with --layers 4 is ~25M parameters")
+    ap.add_argument("--width", type=int, default=2496, help="hidden width; 2496 with --layers 4 is 25.6M parameters")
     ap.add_argument("--layers", type=int, default=4, help="hidden layers of width x width")
     ap.add_argument("--batch", type=int, default=32, help="samples per rank")
     ap.add_argument("--steps", type=int, default=10)
