@@ -100,13 +100,18 @@ struct Executor::StepState {
   size_t C = 0, D = 1, nG = 0, nR = 0;
   size_t rounds = 0;  // chunk rounds of this step
 
-  // Receive slots have room for a somewhat longer message than expected, so that ranks that
-  // disagree on the count are told so by the header check (kMismatch) rather than by the
-  // transport's "message too long".
-  size_t capacity(const Range& r) const {
-    size_t elems = r.size() + r.size() / 2 + 1024;
-    return encodedBytes(p->codec, C ? std::min(C, elems) : elems);
+  // Send slots hold exactly what this rank encodes.
+  size_t sendCapacity(const Range& r) const { return encodedBytes(p->codec, C ? std::min(C, r.size()) : r.size()); }
+  // Receive slots hold any codec's encoding (fp32 is the largest) of up to twice the expected
+  // elements, so that a peer that disagrees on codec or count is caught by the header check
+  // (kMismatch) instead of a truncated receive: Open MPI 4.1's shared-memory single-copy path
+  // writes past the buffer of a truncated receive.
+  size_t recvCapacity(const Range& r) const {
+    size_t elems = 2 * r.size() + 4096;
+    if (C) elems = std::min(C, elems);
+    return std::max(encodedBytes(p->codec, elems), encodedBytes(fp32, elems));
   }
+  CodecConfig fp32 = resolveConfig(CodecConfig{});
 
   std::vector<SendGroup> groups;
   std::vector<int> selfGroup;
@@ -285,10 +290,10 @@ size_t Executor::prepareStep(StepState& S, size_t slotBase) {
   S.gbytes.assign(S.nG, 0);
   size_t next = slotBase;
   for (size_t g = 0; g < S.nG; ++g)
-    for (size_t d = 0; d < S.D; ++d) S.gslot[g * S.D + d] = slot(next++, S.capacity(S.groups[g].range));
+    for (size_t d = 0; d < S.D; ++d) S.gslot[g * S.D + d] = slot(next++, S.sendCapacity(S.groups[g].range));
   for (size_t r = 0; r < S.nR; ++r)
     if (S.selfGroup[r] < 0)
-      for (size_t d = 0; d < S.D; ++d) S.rslot[r * S.D + d] = slot(next++, S.capacity(st.recvs[r].range));
+      for (size_t d = 0; d < S.D; ++d) S.rslot[r * S.D + d] = slot(next++, S.recvCapacity(st.recvs[r].range));
   if (S.sreq.size() < S.nG * S.D) S.sreq.resize(S.nG * S.D);
   if (S.rreq.size() < S.nR * S.D) S.rreq.resize(S.nR * S.D);
   S.rounds = 0;
@@ -305,7 +310,7 @@ size_t Executor::prepareStep(StepState& S, size_t slotBase) {
 void Executor::postRecv(StepState& S, size_t r, size_t k) {
   const Transfer& tr = S.step->recvs[r];
   size_t i = r * S.D + k % S.D;
-  S.rreq[i] = t_.irecv(tr.peer, makeTag(S.si, k), S.rslot[i], S.capacity(tr.range));
+  S.rreq[i] = t_.irecv(tr.peer, makeTag(S.si, k), S.rslot[i], S.recvCapacity(tr.range));
 }
 
 // Encodes chunk k of send group g once (after the slot's previous sends completed) and sends it
@@ -327,7 +332,7 @@ void Executor::sendChunk(StepState& S, size_t g, size_t k) {
   ep.seq = p.seq;
   ep.rngOffset = rngOffsetFor(p.seq, S.plan->rank, S.si, c.begin);
   uint8_t* buf = S.gslot[g * S.D + k % S.D];
-  size_t cap = S.capacity(grp.range);
+  size_t cap = S.sendCapacity(grp.range);
   size_t bytes = p.ops ? p.ops->encode(p.codec, S.src + c.begin, res, c.size(), buf, cap, ep)
                        : encode(p.codec, S.src + c.begin, res, c.size(), buf, cap, ep);
   S.gbytes[g] = bytes;

@@ -87,16 +87,17 @@ TEST(MpiColl, AllgatherCompressed) {
   }
 }
 
-// Rank 0 disagrees on the count: every rank gets an error, quickly, and the communicator fails.
-TEST(MpiColl, MismatchedCountFailsEverywhere) {
+// Rank 0 disagrees on the count or the codec: every rank gets an error, quickly, and the
+// communicator fails. The messages are large enough for Open MPI's shared-memory rendezvous.
+void mismatchRun(bool countMismatch) {
   Options opts;
   opts.timeoutSec = 30;
   auto comm = worldComm(opts);
   const int rank = comm->rank();
-  size_t count = rank == 0 ? 2000 : 1000;
+  size_t count = countMismatch && rank == 0 ? 200000 : 100003;
   std::vector<float> buf = exactInput(count, rank);
   TensorOpts t;
-  t.codec = CodecId::kOneBit;
+  t.codec = !countMismatch && rank == 0 ? CodecId::kOneBit : CodecId::kMaxMin;
   t.algo = Algo::kSra;
   auto start = Clock::now();
   ErrorCode code = ErrorCode::kSuccess;
@@ -113,6 +114,9 @@ TEST(MpiColl, MismatchedCountFailsEverywhere) {
   MPI_Allreduce(&mine, &mismatches, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   EXPECT_GE(mismatches, 1);
 }
+
+TEST(MpiColl, MismatchedCountFailsEverywhere) { mismatchRun(true); }
+TEST(MpiColl, MismatchedCodecFailsEverywhere) { mismatchRun(false); }
 
 }  // namespace
 }  // namespace test
