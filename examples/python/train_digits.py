@@ -60,7 +60,10 @@ def load_data(seed):
     x_tr, x_te, y_tr, y_te = train_test_split(x, digits.target, test_size=0.25, random_state=seed,
                                               stratify=digits.target)
     mean, std = x_tr.mean(0), x_tr.std(0) + 1e-3
-    norm = lambda a: torch.from_numpy((a - mean) / std)  # noqa: E731
+
+    def norm(a):
+        return torch.from_numpy((a - mean) / std)
+
     return norm(x_tr), torch.from_numpy(y_tr), norm(x_te), torch.from_numpy(y_te)
 
 
@@ -153,7 +156,8 @@ def main():
     args = parse_args()
     if args.replot:
         with open(args.replot) as f:
-            plot(json.load(f)["results"], os.path.join(os.path.dirname(os.path.abspath(args.replot)), "digits_loss.png"))
+            results = json.load(f)["results"]
+        plot(results, os.path.join(os.path.dirname(os.path.abspath(args.replot)), "digits_loss.png"))
         return
     variants = [v for v in args.variants.split(",") if v]
     unknown = set(variants) - set(VARIANTS)

@@ -66,7 +66,8 @@ def test_results_bit_identical_across_ranks(comm, mpi):
     rng = np.random.default_rng(100 + comm.rank)
     for codec in ("none", "onebit", "maxmin"):
         x = rng.standard_normal(50000).astype(np.float32)
-        comm.allreduce(x, codec=codec, bits=4 if codec == "maxmin" else None, tensor_id=2, algo="sra" if codec != "none" else None)
+        algo = "sra" if codec != "none" else None
+        comm.allreduce(x, codec=codec, bits=4 if codec == "maxmin" else None, tensor_id=2, algo=algo)
         every = mpi.allgather(x.tobytes())
         assert all(b == every[0] for b in every), codec
 
