@@ -160,3 +160,16 @@ def test_hook_state_bad_arguments(comm):
         qtorch.HookState(comm="not a communicator")
     with pytest.raises(qccl.Error):
         qtorch.HookState(comm, warmup_steps=-1)
+
+
+@pytest.mark.parametrize("async_op", [True, False])
+def test_hook_error_reaches_backward(gloo, mpi, async_op):
+    # A failed exchange must surface as an exception from backward(), not hang or crash.
+    dead = qccl.from_mpi(mpi)
+    state = qtorch.HookState(dead, codec="onebit", async_op=async_op)
+    dead.destroy()
+    ddp = DDP(make_model())
+    ddp.register_comm_hook(state, qtorch.allreduce_hook)
+    x, y = batch(gloo.get_rank(), 0)
+    with pytest.raises(Exception, match="destroyed"):
+        nn.functional.cross_entropy(ddp(x), y).backward()
