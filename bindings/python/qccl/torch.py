@@ -210,3 +210,13 @@ def allreduce_hook(state: "HookState", bucket: dist.GradBucket) -> torch.futures
         except Error as e:
             fut.set_exception(e)
     return fut
+
+
+def _register_backend() -> None:
+    # torch.distributed.init_process_group("qccl") works once qccl.torch is imported.
+    from .torch_backend import register
+
+    register()
+
+
+_register_backend()
