@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -140,6 +141,43 @@ TEST(CApi, BadArgumentsGiveClearErrors) {
   qcclComm_t c2 = nullptr;
   EXPECT_EQ(qcclCommInitRank(&c2, 2, id, 5, &cfg), qcclInvalidArgument);
   EXPECT_NE(std::string(qcclGetLastError(nullptr)).find("rank = 5"), std::string::npos);
+}
+
+// fp16 / bf16 bits of a float that both formats hold exactly (small integers here).
+uint16_t toHalf(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  if ((b & 0x7fffffffu) == 0) return static_cast<uint16_t>(b >> 16);
+  uint32_t exp = ((b >> 23) & 0xffu) - 127 + 15;
+  return static_cast<uint16_t>(((b >> 16) & 0x8000u) | (exp << 10) | ((b >> 13) & 0x3ffu));
+}
+uint16_t toBf16(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return static_cast<uint16_t>(b >> 16);
+}
+
+TEST(CApi, HalfInputsAreReducedExactly) {
+  const int n = 3;
+  const size_t count = 5003;
+  qcclConfig_t cfg = testConfig();
+  auto value = [](int rank, size_t i) { return static_cast<float>(static_cast<int>(i % 61) - 30 + rank); };
+  for (qcclDataType_t dt : {qcclFloat16, qcclBfloat16}) {
+    auto conv = dt == qcclFloat16 ? toHalf : toBf16;
+    runRanks(n, &cfg, [&](int rank, qcclComm_t comm) {
+      std::vector<uint16_t> send(count), recv(count);
+      for (size_t i = 0; i < count; ++i) send[i] = conv(value(rank, i));
+      qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
+      t.codec = qcclCodecNone;
+      ASSERT_EQ(qcclAllreduce(send.data(), recv.data(), count, dt, qcclSum, &t, comm, nullptr), qcclSuccess)
+          << qcclGetLastError(comm);
+      for (size_t i = 0; i < count; ++i) {
+        float sum = 0;
+        for (int r = 0; r < n; ++r) sum += value(r, i);
+        ASSERT_EQ(recv[i], conv(sum)) << "dtype " << dt << " element " << i;
+      }
+    });
+  }
 }
 
 class CApiRanks : public ::testing::TestWithParam<int> {};
