@@ -1,13 +1,17 @@
 // The UCX communicator without mpirun: this program forks its ranks, rank 0 creates the unique
 // id with qcclGetUniqueId and hands it to the others through pipes, NCCL-style.
 //
-//   capi_ucx_spawn --ranks N --tls tcp|shm --case basic|exit
+//   capi_ucx_spawn --ranks N --tls tcp|shm --case basic|exit [--id address]
+// --id address: every rank builds the id itself with qcclUniqueIdFromAddress (torchrun style).
 // basic: exact fp32 allreduce and allgather, and a onebit allreduce whose bytes must be equal on
 //        every rank (the parent compares the hashes the ranks report).
 // exit:  after one allreduce the last rank exits; every other rank must return an error within the
 //        short QCCL timeout instead of hanging.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -98,11 +102,33 @@ bool runBasic(qcclComm_t comm, int rank, int n, Report* rep) {
   return ok && rep->result == qcclSuccess;
 }
 
+// A TCP port that was free a moment ago on 127.0.0.1 (the kernel picks it).
+int freePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = 0;
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
+
 // The child process of one rank. Never returns.
-[[noreturn]] void rankMain(int rank, int n, const std::string& which, std::vector<int>& idPipes, int reportFd) {
+[[noreturn]] void rankMain(int rank, int n, const std::string& which, int addrPort, std::vector<int>& idPipes,
+                           int reportFd) {
   Report rep{rank, 0, qcclSuccess, 0, 0.0};
   qcclUniqueId id;
-  if (rank == 0) {
+  if (addrPort > 0) {
+    // torchrun style: every rank builds the same id from a known address, nothing is passed.
+    if (qcclUniqueIdFromAddress(&id, "127.0.0.1", addrPort) != qcclSuccess) {
+      std::fprintf(stderr, "qcclUniqueIdFromAddress: %s\n", qcclGetLastError(nullptr));
+      _exit(2);
+    }
+  } else if (rank == 0) {
     if (qcclGetUniqueId(&id) != qcclSuccess) {
       std::fprintf(stderr, "qcclGetUniqueId: %s\n", qcclGetLastError(nullptr));
       _exit(2);
@@ -149,12 +175,13 @@ bool runBasic(qcclComm_t comm, int rank, int n, Report* rep) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int n = 2;
+  int n = 2, addrPort = 0;
   std::string tls = "tcp", which = "basic";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--ranks") == 0) n = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--tls") == 0) tls = argv[i + 1];
     if (std::strcmp(argv[i], "--case") == 0) which = argv[i + 1];
+    if (std::strcmp(argv[i], "--id") == 0 && std::strcmp(argv[i + 1], "address") == 0) addrPort = freePort();
   }
   if (n < 2 || n > 16) {
     std::fprintf(stderr, "--ranks must be in 2..16\n");
@@ -172,7 +199,7 @@ int main(int argc, char** argv) {
     pid_t pid = fork();
     if (pid == 0) {
       close(rep[0]);
-      rankMain(r, n, which, idPipes, rep[1]);
+      rankMain(r, n, which, addrPort, idPipes, rep[1]);
     }
     pids.push_back(pid);
   }
