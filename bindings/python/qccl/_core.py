@@ -224,7 +224,8 @@ class Communicator:
 
     def release(self, tensor_id: int) -> None:
         """Frees the error-feedback state of ``tensor_id`` (all element counts)."""
-        self._comm.release(int(tensor_id))
+        with self._lock:
+            self._comm.release(int(tensor_id))
 
     def destroy(self) -> None:
         """Frees the communicator; later calls raise. Safe to call twice."""

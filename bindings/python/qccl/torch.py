@@ -44,6 +44,7 @@ class _BucketPlan:
     raw: List[Tuple[int, int]]
     compressed_id: int
     raw_id: int
+    stale_ids: List[int]  # residuals of the bucket's previous layout, freed before its next exchange
 
 
 class HookState:
@@ -121,9 +122,9 @@ class HookState:
         if plan is not None and plan.signature == signature:
             return plan
         base = self._id_base + 2 * index
-        if plan is not None:  # DDP rebuilt its buckets: old residuals no longer line up
-            self.comm.release(plan.compressed_id)
-            self.comm.release(plan.raw_id)
+        # DDP rebuilt its buckets: the old residuals no longer line up. They are freed by the job
+        # of this bucket, in order with the collectives still queued on the worker thread.
+        stale = [plan.compressed_id, plan.raw_id] if plan is not None else []
         compressed, raw, offset = [], [], 0
         for shape in shapes:
             n = 1
@@ -131,12 +132,14 @@ class HookState:
                 n *= d
             (compressed if self._should_compress(shape, n) else raw).append((offset, n))
             offset += n
-        plan = _BucketPlan(signature, _merge(compressed), _merge(raw), base, base + 1)
+        plan = _BucketPlan(signature, _merge(compressed), _merge(raw), base, base + 1, stale)
         self._plans[index] = plan
         return plan
 
     def _reduce(self, buf: torch.Tensor, plan: _BucketPlan, warm: bool) -> None:
         comm = self.comm
+        while plan.stale_ids:
+            comm.release(plan.stale_ids.pop())
         if warm or not plan.compressed:
             comm.allreduce(buf, op="avg", codec="none", tensor_id=plan.raw_id)
             return
