@@ -17,21 +17,23 @@ import sys
 import time
 
 
-def free_port() -> int:
-    # Two consecutive free ports: torch's store takes MASTER_PORT, qccl.from_env() MASTER_PORT + 1.
+def free_port(span: int = 4) -> int:
+    """A port p with p .. p + span - 1 all free: torch's store takes MASTER_PORT, qccl.from_env()
+    MASTER_PORT + 1, and the tests bootstrap extra communicators on + 2 and + 3."""
     for _ in range(100):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        if port >= 65534:
+        if port + span > 65536:
             continue
         try:
-            with socket.socket() as s2:
-                s2.bind(("127.0.0.1", port + 1))
+            for k in range(1, span):
+                with socket.socket() as s2:
+                    s2.bind(("127.0.0.1", port + k))
             return port
         except OSError:
             continue
-    raise RuntimeError("no two consecutive free ports on 127.0.0.1")
+    raise RuntimeError(f"no {span} consecutive free ports on 127.0.0.1")
 
 
 def main() -> int:

@@ -151,6 +151,16 @@ def test_error_feedback_keeps_training_on_track(gloo, comm):
     assert loss_o < 0.8 * l0 and abs(loss_o - loss_r) < 0.25 * (l0 - loss_r), (l0, loss_r, loss_o)
 
 
+def test_hook_state_builds_its_communicator(mpi):
+    # Under mpirun (no RANK/WORLD_SIZE) a HookState without a communicator takes MPI.COMM_WORLD's.
+    state = qtorch.HookState(codec="maxmin", bits=4)
+    try:
+        assert (state.comm.rank, state.comm.size) == (mpi.rank, mpi.size)
+        assert state.algo == ("sra" if mpi.size >= 3 else "allgather")
+    finally:
+        state.comm.destroy()
+
+
 def test_hook_state_bad_arguments(comm):
     with pytest.raises(qccl.Error, match="codec"):
         qtorch.HookState(comm, codec="zip")
