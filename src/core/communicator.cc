@@ -7,6 +7,8 @@
 // and leave the communicator usable.
 #include "core/communicator.hpp"
 
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <new>
@@ -237,6 +239,7 @@ struct Communicator::Impl {
     if (code != ErrorCode::kRemoteError) transport->sendAbort(code, why);
   }
 
+  bool tryNative(const float* send, float* recv, size_t count, const TensorOpts& t, DataType dtype, RedOp op);
   Algo prepareAllreduce(const TensorOpts& t, RedOp op, size_t count, CodecConfig* cfg);
   void runAllreduce(float* work, size_t count, const TensorOpts& t, CodecConfig cfg, Algo algo, ChunkOps* ops);
   void allreduceImpl(const void* send, void* recv, size_t count, DataType dtype, RedOp op, const TensorOpts& t);
@@ -279,20 +282,64 @@ void Communicator::Impl::runAllreduce(float* work, size_t count, const TensorOpt
   if (st != nullptr) ++st->calls;
 }
 
+// `auto` with nothing to compress hands the sum to the library underneath when the transport has
+// one (MPI: MPI_Iallreduce on qccl's duplicate communicator): the same bytes as the fp32 ring, with
+// the library's tuned algorithms, so qccl is never the slower choice when compression cannot pay.
+// The call's description (order, count, requested codec, datatype, op) is compared first, by a
+// minimum over ranks of every word and of its negation, so a mismatch fails on every rank at once.
+bool Communicator::Impl::tryNative(const float* send, float* recv, size_t count, const TensorOpts& t, DataType dtype,
+                                   RedOp op) {
+  if (count > static_cast<size_t>(INT32_MAX)) return false;
+  const CodecConfig asked = codecFor(t);
+  constexpr int kWords = 5;
+  const int64_t mine[kWords] = {static_cast<int64_t>(seq), static_cast<int64_t>(count),
+                                static_cast<int64_t>(asked.codec) * 256 + asked.bits,
+                                static_cast<int64_t>(dtype) * 16 + static_cast<int64_t>(op), 0x51434c4c};
+  int64_t words[2 * kWords];
+  for (int i = 0; i < kWords; ++i) {
+    words[i] = mine[i];
+    words[kWords + i] = -mine[i];
+  }
+  RequestPtr check = transport->iallreduceMin(words, 2 * kWords);
+  if (!check) return false;
+  static const char* const kField[kWords] = {"call order", "count", "codec", "datatype or reduction", "operation"};
+  guarded([&] {
+    const Clock::time_point deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts.timeoutSec));
+    std::vector<RequestPtr> reqs;
+    reqs.push_back(std::move(check));
+    waitAll(*transport, reqs, deadline, "allreduce (check of the call across ranks)");
+    for (int i = 0; i < kWords; ++i) {
+      QCCL_CHECK(words[i] == mine[i] && -words[kWords + i] == mine[i], ErrorCode::kMismatch,
+                 std::string("allreduce: ranks disagree on the ") + kField[i] + " of call " + std::to_string(seq));
+    }
+    reqs[0] = transport->iallreduceSum(send, recv, count);
+    QCCL_CHECK(reqs[0] != nullptr, ErrorCode::kInternalError, "allreduce: the transport's allreduce went away");
+    waitAll(*transport, reqs, deadline, "allreduce");
+  });
+  return true;
+}
+
 void Communicator::Impl::allreduceImpl(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
                                        const TensorOpts& t) {
   CodecConfig cfg;
   Algo algo = prepareAllreduce(t, op, count, &cfg);
   ++seq;
+  const Algo requested = t.algo ? *t.algo : opts.algo;
+  const bool mayNative = requested == Algo::kAuto && algo == Algo::kRing && cfg.codec == CodecId::kFp32;
   float* work;
+  bool done = false;
   if (dtype == DataType::kFloat32) {
     work = static_cast<float*>(recv);
-    if (send != recv && count > 0) std::memmove(work, send, count * sizeof(float));
+    // Out of place, the library copies as part of its algorithm: no memmove first.
+    done = mayNative && tryNative(static_cast<const float*>(send), work, count, t, dtype, op);
+    if (!done && send != recv && count > 0) std::memmove(work, send, count * sizeof(float));
   } else {
     work = static_cast<float*>(exec.extraBuffer(0, count * sizeof(float)));
     toFloat(send, dtype, work, count);
+    done = mayNative && tryNative(work, work, count, t, dtype, op);
   }
-  runAllreduce(work, count, t, cfg, algo, nullptr);
+  if (!done) runAllreduce(work, count, t, cfg, algo, nullptr);
   if (op == RedOp::kAvg) {
     // A multiply by 1/n (not a divide), as the device path's cuda::scale does.
     const float inv = 1.0f / static_cast<float>(transport->size());

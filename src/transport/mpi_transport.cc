@@ -58,7 +58,12 @@ class MpiRequest final : public Request {
  public:
   MpiRequest(bool isRecv, int peer, uint32_t tag, size_t bytes)
       : isRecv_(isRecv), peer_(peer), tag_(tag), bytes_(isRecv ? 0 : bytes) {}
-  ~MpiRequest() override { dropRequest(&req_, isRecv_ ? kDropRecvWait : kDropSendWait); }
+  /// A non-blocking collective (peer -1). MPI forbids cancelling or freeing one that is still
+  /// active, so an unfinished one is left to MPI (the communicator has failed by then).
+  explicit MpiRequest(size_t bytes) : isRecv_(false), peer_(-1), tag_(0), bytes_(bytes) {}
+  ~MpiRequest() override {
+    if (peer_ >= 0) dropRequest(&req_, isRecv_ ? kDropRecvWait : kDropSendWait);
+  }
 
   MPI_Request* handle() { return &req_; }
 
@@ -69,6 +74,7 @@ class MpiRequest final : public Request {
     int rc = MPI_Test(&req_, &flag, &st);
     if (rc != MPI_SUCCESS) {
       done_ = true;  // MPI completed (and freed) the failed request
+      if (peer_ < 0) throwMpi(rc, "MPI_Iallreduce");
       throwMpi(rc, std::string(isRecv_ ? "receive from" : "send to") + " rank " + std::to_string(peer_) + " tag " +
                        std::to_string(tag_));
     }
@@ -141,6 +147,22 @@ class MpiTransport final : public Transport {
     auto req = std::make_unique<MpiRequest>(true, peer, tag, capacity);
     int rc = MPI_Irecv(buf, static_cast<int>(capacity), MPI_BYTE, peer, static_cast<int>(tag), comm_, req->handle());
     if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Irecv from rank " + std::to_string(peer));
+    return req;
+  }
+
+  RequestPtr iallreduceSum(const float* send, float* recv, size_t count) override {
+    if (count > static_cast<size_t>(INT_MAX)) return nullptr;
+    auto req = std::make_unique<MpiRequest>(count * sizeof(float));
+    const void* in = send == recv ? MPI_IN_PLACE : send;
+    int rc = MPI_Iallreduce(in, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_, req->handle());
+    if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Iallreduce");
+    return req;
+  }
+
+  RequestPtr iallreduceMin(int64_t* words, int n) override {
+    auto req = std::make_unique<MpiRequest>(static_cast<size_t>(n) * sizeof(int64_t));
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, words, n, MPI_INT64_T, MPI_MIN, comm_, req->handle());
+    if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Iallreduce");
     return req;
   }
 

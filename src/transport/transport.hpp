@@ -49,6 +49,14 @@ class Transport {
   /// yields when it is zero.
   virtual void idle(std::chrono::microseconds maxWait);
 
+  /// Optional collectives of the library underneath, used by `auto` when nothing is compressed
+  /// (same bytes, the library's tuned algorithm). Each returns null when the transport has none.
+  /// iallreduceSum: recv = fp32 sum over all ranks of send (in place when send == recv); the
+  /// result is the same on every rank.
+  virtual RequestPtr iallreduceSum(const float* /*send*/, float* /*recv*/, size_t /*count*/) { return nullptr; }
+  /// iallreduceMin: in-place element-wise minimum of `n` int64 words over all ranks.
+  virtual RequestPtr iallreduceMin(int64_t* /*words*/, int /*n*/) { return nullptr; }
+
   /// Best effort: tells every peer that this rank failed with `code` and `reason` (truncated).
   /// Never blocks for long and never throws.
   virtual void sendAbort(ErrorCode code, const std::string& reason) noexcept = 0;

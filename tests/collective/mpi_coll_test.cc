@@ -115,6 +115,51 @@ void mismatchRun(bool countMismatch) {
   EXPECT_GE(mismatches, 1);
 }
 
+// `auto` with nothing to compress runs MPI_Iallreduce after a check of the call's description:
+// the result is exact and the same on every rank, and a mismatch fails on every rank at once.
+TEST(MpiColl, AutoUncompressedUsesTheLibraryAllreduce) {
+  auto comm = worldComm(Options{});
+  const int rank = comm->rank(), n = comm->size();
+  for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{(1 << 20) + 3}}) {
+    std::vector<float> buf = exactInput(count, rank);
+    std::vector<float> out(count);
+    comm->allreduce(buf.data(), out.data(), count, DataType::kFloat32, RedOp::kSum, TensorOpts{});
+    for (size_t i = 0; i < count; ++i) {
+      // exactInput: (i % 2053) - 1000 + rank, integers, so every summation order is exact.
+      double want = n * (static_cast<double>(i % 2053) - 1000.0) + n * (n - 1) / 2.0;
+      ASSERT_EQ(out[i], static_cast<float>(want)) << "element " << i << " of " << count;
+    }
+  }
+}
+
+void nativeMismatchRun(bool countMismatch) {
+  Options opts;
+  opts.timeoutSec = 30;
+  auto comm = worldComm(opts);
+  const int rank = comm->rank();
+  size_t count = countMismatch && rank == 0 ? 1000 : 1003;  // below minCompressBytes: uncompressed
+  std::vector<float> buf = exactInput(count, rank);
+  TensorOpts t;
+  t.codec = !countMismatch && rank == 0 ? CodecId::kOneBit : CodecId::kMaxMin;
+  ErrorCode code = ErrorCode::kSuccess;
+  auto start = Clock::now();
+  try {
+    comm->allreduce(buf.data(), buf.data(), count, DataType::kFloat32, RedOp::kSum, t);
+  } catch (const Error& e) {
+    code = e.code();
+  }
+  // A rank whose check completes first may tell the others before their check completes.
+  EXPECT_TRUE(code == ErrorCode::kMismatch || code == ErrorCode::kRemoteError) << errorCodeName(code);
+  EXPECT_TRUE(comm->failed());
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(15));
+  int mismatches = 0, mine = code == ErrorCode::kMismatch;
+  MPI_Allreduce(&mine, &mismatches, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_GE(mismatches, 1);
+}
+
+TEST(MpiColl, AutoUncompressedCountMismatchFailsEverywhere) { nativeMismatchRun(true); }
+TEST(MpiColl, AutoUncompressedCodecMismatchFailsEverywhere) { nativeMismatchRun(false); }
+
 TEST(MpiColl, MismatchedCountFailsEverywhere) { mismatchRun(true); }
 TEST(MpiColl, MismatchedCodecFailsEverywhere) { mismatchRun(false); }
 
