@@ -55,19 +55,19 @@ QCCL_HD uint16_t floatToHalf(float f) {
   uint32_t x = floatBits(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t absx = x & 0x7fffffffu;
-  if (absx > 0x7f800000u) return 0x7e00u;                 // NaN
-  if (absx >= 0x47800000u) return (uint16_t)(sign | 0x7c00u);  // >= 65536 (or Inf): Inf
-  if (absx >= 0x38800000u) {                             // normal half (>= 2^-14)
-    uint32_t mant = absx + 0xfffu + ((absx >> 13) & 1u);   // round to nearest even at bit 13
-    mant -= 0x38000000u;                                   // rebias exponent 127 -> 15
+  if (absx > 0x7f800000u) return 0x7e00u;                        // NaN
+  if (absx >= 0x47800000u) return (uint16_t)(sign | 0x7c00u);    // >= 65536 (or Inf): Inf
+  if (absx >= 0x38800000u) {                                     // normal half (>= 2^-14)
+    uint32_t mant = absx + 0xfffu + ((absx >> 13) & 1u);         // round to nearest even at bit 13
+    mant -= 0x38000000u;                                         // rebias exponent 127 -> 15
     if (mant >= 0x0f800000u) return (uint16_t)(sign | 0x7c00u);  // rounded up to Inf
     return (uint16_t)(sign | (mant >> 13));
   }
   if (absx < 0x33000000u) return (uint16_t)sign;  // < 2^-25 rounds to zero (ties to even: 2^-25 -> 0)
   // subnormal half: value = m * 2^-24
-  uint32_t e = absx >> 23;                 // 102..112
+  uint32_t e = absx >> 23;  // 102..112
   uint32_t m = (absx & 0x7fffffu) | 0x800000u;
-  uint32_t shift = 126u - e;               // 14..24
+  uint32_t shift = 126u - e;  // 14..24
   uint32_t h = m >> shift;
   uint32_t rem = m & ((1u << shift) - 1u);
   uint32_t half = 1u << (shift - 1u);

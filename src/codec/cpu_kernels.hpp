@@ -20,12 +20,32 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "codec/codec_math.hpp"
 #include "qccl/codec.hpp"
 
 namespace qccl {
 namespace cpu {
+
+// Unaligned little-endian loads and stores of wire words (wire bytes may sit at any offset).
+inline uint16_t loadU16(const uint8_t* p) {
+  uint16_t u;
+  std::memcpy(&u, p, 2);
+  return u;
+}
+inline uint32_t loadU32(const uint8_t* p) {
+  uint32_t u;
+  std::memcpy(&u, p, 4);
+  return u;
+}
+inline void storeU32(uint8_t* p, uint32_t u) { std::memcpy(p, &u, 4); }
+inline float loadF32(const uint8_t* p) {
+  float f;
+  std::memcpy(&f, p, 4);
+  return f;
+}
+inline void storeF32(uint8_t* p, float f) { std::memcpy(p, &f, 4); }
 
 /// Per-call parameters a bucket kernel needs besides the data.
 struct BucketCtx {

@@ -16,19 +16,6 @@ namespace qccl {
 namespace cpu {
 namespace {
 
-inline void storeU32(uint8_t* p, uint32_t u) { std::memcpy(p, &u, 4); }
-inline uint32_t loadU32(const uint8_t* p) {
-  uint32_t u;
-  std::memcpy(&u, p, 4);
-  return u;
-}
-inline void storeF32(uint8_t* p, float f) { std::memcpy(p, &f, 4); }
-inline float loadF32(const uint8_t* p) {
-  float f;
-  std::memcpy(&f, p, 4);
-  return f;
-}
-
 bool scalarEncode(CodecId c, const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
                   uint8_t* block) {
   return scalarKernels().bucketEncode[(int)c](ctx, in, res, m, base, block);

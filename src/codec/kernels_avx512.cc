@@ -28,19 +28,6 @@ namespace {
 
 constexpr int kSlotRegs = math::kReduceSlots / 16;
 
-inline void storeU32(uint8_t* p, uint32_t u) { std::memcpy(p, &u, 4); }
-inline uint16_t loadU16(const uint8_t* p) {
-  uint16_t u;
-  std::memcpy(&u, p, 2);
-  return u;
-}
-inline void storeF32(uint8_t* p, float f) { std::memcpy(p, &f, 4); }
-inline float loadF32(const uint8_t* p) {
-  float f;
-  std::memcpy(&f, p, 4);
-  return f;
-}
-
 bool scalarEncode(CodecId c, const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
                   uint8_t* block) {
   return scalarKernels().bucketEncode[(int)c](ctx, in, res, m, base, block);

@@ -10,19 +10,6 @@ namespace {
 
 using math::isFinite;
 
-inline uint32_t loadU32(const uint8_t* p) {
-  uint32_t u;
-  std::memcpy(&u, p, 4);
-  return u;
-}
-inline void storeU32(uint8_t* p, uint32_t u) { std::memcpy(p, &u, 4); }
-inline float loadF32(const uint8_t* p) { return math::bitsFloat(loadU32(p)); }
-inline void storeF32(uint8_t* p, float f) { storeU32(p, math::floatBits(f)); }
-inline uint16_t loadU16(const uint8_t* p) {
-  uint16_t u;
-  std::memcpy(&u, p, 2);
-  return u;
-}
 // The API allows float pointers at any byte offset, so element access goes through memcpy
 // (a plain mov on x86; keeps UBSan's alignment check quiet).
 inline float ld(const float* p) {

@@ -15,7 +15,6 @@ namespace qccl {
 namespace {
 
 constexpr int kAbortTag = static_cast<int>(kMaxTag);
-constexpr size_t kAbortBytes = 256;  // int32 code + reason text
 // How long dropping an unfinished request waits for MPI to let go of the caller's buffer before
 // handing the request to MPI_Request_free: longer for receives, which MPI would write into.
 constexpr std::chrono::milliseconds kDropRecvWait{1000};
@@ -114,8 +113,8 @@ class MpiTransport final : public Transport {
       throw Error(ErrorCode::kTransportError, "qccl mpi transport: MPI_TAG_UB is below " + std::to_string(kAbortTag) +
                                                   ", too small for qccl's tags");
     }
-    abortIn_.resize(kAbortBytes);
-    rc = MPI_Irecv(abortIn_.data(), static_cast<int>(kAbortBytes), MPI_BYTE, MPI_ANY_SOURCE, kAbortTag, comm_,
+    abortIn_.resize(kAbortNoticeBytes);
+    rc = MPI_Irecv(abortIn_.data(), static_cast<int>(kAbortNoticeBytes), MPI_BYTE, MPI_ANY_SOURCE, kAbortTag, comm_,
                    &abortRecv_);
     if (rc != MPI_SUCCESS) {
       MPI_Comm_free(&comm_);
@@ -170,15 +169,11 @@ class MpiTransport final : public Transport {
     if (abortSent_ || !mpiUsable()) return;
     abortSent_ = true;
     try {
-      abortOut_.assign(kAbortBytes, 0);
-      int32_t c = static_cast<int32_t>(code);
-      std::memcpy(abortOut_.data(), &c, sizeof c);
-      size_t len = std::min(reason.size(), kAbortBytes - sizeof c);
-      std::memcpy(abortOut_.data() + sizeof c, reason.data(), len);
+      abortOut_ = packAbortNotice(code, reason);
       for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         MPI_Request r = MPI_REQUEST_NULL;
-        if (MPI_Isend(abortOut_.data(), static_cast<int>(sizeof c + len), MPI_BYTE, p, kAbortTag, comm_, &r) ==
+        if (MPI_Isend(abortOut_.data(), static_cast<int>(abortOut_.size()), MPI_BYTE, p, kAbortTag, comm_, &r) ==
             MPI_SUCCESS) {
           abortSends_.push_back(r);
         }
@@ -202,19 +197,12 @@ class MpiTransport final : public Transport {
   }
 
  private:
-  // The notice comes from the network: take only what its length allows and known codes.
   void parseAbort(const MPI_Status& st) {
     int count = 0;
     MPI_Get_count(&st, MPI_BYTE, &count);
     haveAbort_ = true;
     abortPeer_ = st.MPI_SOURCE;
-    abortCode_ = ErrorCode::kRemoteError;
-    if (count >= 4) {
-      int32_t c = 0;
-      std::memcpy(&c, abortIn_.data(), sizeof c);
-      if (c > 0 && c <= static_cast<int32_t>(ErrorCode::kTransportError)) abortCode_ = static_cast<ErrorCode>(c);
-      abortReason_.assign(abortIn_.data() + 4, static_cast<size_t>(count) - 4);
-    }
+    parseAbortNotice(abortIn_.data(), count < 0 ? 0 : static_cast<size_t>(count), &abortCode_, &abortReason_);
   }
 
   void checkArgs(int peer, uint32_t tag, const void* buf, size_t bytes, const char* op) const {

@@ -1,6 +1,8 @@
 // Waiting loops shared by every transport: deadline, progress, abort polling and back-off.
 #include "transport/transport.hpp"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -32,6 +34,26 @@ void throwIfLate(Transport& t, Clock::time_point deadline, const char* what, siz
 }
 
 }  // namespace
+
+std::vector<char> packAbortNotice(ErrorCode code, const std::string& reason) {
+  const int32_t c = static_cast<int32_t>(code);
+  const size_t len = std::min(reason.size(), kAbortNoticeBytes - sizeof c);
+  std::vector<char> out(sizeof c + len);
+  std::memcpy(out.data(), &c, sizeof c);
+  std::memcpy(out.data() + sizeof c, reason.data(), len);
+  return out;
+}
+
+void parseAbortNotice(const char* data, size_t bytes, ErrorCode* code, std::string* reason) {
+  *code = ErrorCode::kRemoteError;
+  reason->clear();
+  bytes = std::min(bytes, kAbortNoticeBytes);
+  if (bytes < sizeof(int32_t)) return;
+  int32_t c = 0;
+  std::memcpy(&c, data, sizeof c);
+  if (c > 0 && c <= static_cast<int32_t>(ErrorCode::kTransportError)) *code = static_cast<ErrorCode>(c);
+  reason->assign(data + sizeof c, bytes - sizeof c);
+}
 
 void Transport::idle(std::chrono::microseconds maxWait) {
   if (maxWait.count() > 0) {

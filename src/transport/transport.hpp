@@ -77,6 +77,14 @@ void waitAll(Transport& t, std::vector<RequestPtr>& reqs, Clock::time_point dead
 /// aborted, or Error(kTimeout) if `deadline` has passed.
 void pollOrThrow(Transport& t, Clock::time_point deadline, const char* what);
 
+/// Abort notices on the wire (MPI, UCX): an int32 error code, then the reason's bytes.
+constexpr size_t kAbortNoticeBytes = 256;
+/// The notice for `code` and `reason` (truncated to fit kAbortNoticeBytes).
+std::vector<char> packAbortNotice(ErrorCode code, const std::string& reason);
+/// Reads a notice of `bytes` bytes from a peer. Untrusted: a short notice or an unknown code reads
+/// as kRemoteError; the reason is taken only as far as `bytes` (<= kAbortNoticeBytes) goes.
+void parseAbortNotice(const char* data, size_t bytes, ErrorCode* code, std::string* reason);
+
 /// Loopback: `n` transports that talk through shared memory queues, one per thread. Sends are
 /// buffered (they complete at once); receives match by (source, tag) in the order of the sends.
 /// Each transport is used by one thread at a time. Throws Error(kInvalidArgument) for n < 1.

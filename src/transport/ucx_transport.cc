@@ -22,7 +22,6 @@ namespace {
 
 constexpr ucp_tag_t kFullMask = ~ucp_tag_t(0);
 constexpr ucp_tag_t kLowMask = 0xffffffffull;
-constexpr size_t kAbortBytes = 256;  // int32 code + reason text
 // sendAbort() drives its notices for at most this long, so it never blocks for long.
 constexpr std::chrono::milliseconds kAbortDrive{100};
 // How often progress() looks at the bootstrap links for dead peers.
@@ -224,15 +223,12 @@ class UcxTransport final : public Transport {
     if (abortSent_ || worker_ == nullptr) return;
     abortSent_ = true;
     try {
-      abortOut_.assign(kAbortBytes, 0);
-      int32_t c = static_cast<int32_t>(code);
-      std::memcpy(abortOut_.data(), &c, sizeof c);
-      size_t len = std::min(reason.size(), kAbortBytes - sizeof c);
-      std::memcpy(abortOut_.data() + sizeof c, reason.data(), len);
+      abortOut_ = packAbortNotice(code, reason);
       for (int p = 0; p < size_; ++p) {
         if (p == rank_ || peers_[p].failed) continue;
         ucp_request_param_t prm{};
-        ucs_status_ptr_t r = ucp_tag_send_nbx(eps_[p], abortOut_.data(), sizeof c + len, fullTag(rank_, kMaxTag), &prm);
+        ucs_status_ptr_t r =
+            ucp_tag_send_nbx(eps_[p], abortOut_.data(), abortOut_.size(), fullTag(rank_, kMaxTag), &prm);
         if (UCS_PTR_IS_PTR(r)) abortSends_.push_back(r);
       }
       auto until = Clock::now() + kAbortDrive;
@@ -274,24 +270,17 @@ class UcxTransport final : public Transport {
   }
 
   void postAbortRecv() {
-    abortIn_.assign(kAbortBytes, 0);
+    abortIn_.assign(kAbortNoticeBytes, 0);
     ucp_request_param_t p = recvParams();
-    ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, abortIn_.data(), kAbortBytes, kMaxTag, kLowMask, &p);
+    ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, abortIn_.data(), kAbortNoticeBytes, kMaxTag, kLowMask, &p);
     if (UCS_PTR_IS_ERR(r)) throwUcs(UCS_PTR_STATUS(r), "posting the abort receive");
     abortRecv_ = r;
   }
 
-  // The notice comes from the network: take only what its length allows and known codes.
   void parseAbort(const RecvSlot& info) {
     haveAbort_ = true;
     abortPeer_ = static_cast<int>(info.senderTag >> 32);
-    abortCode_ = ErrorCode::kRemoteError;
-    if (info.length >= 4) {
-      int32_t c = 0;
-      std::memcpy(&c, abortIn_.data(), sizeof c);
-      if (c > 0 && c <= static_cast<int32_t>(ErrorCode::kTransportError)) abortCode_ = static_cast<ErrorCode>(c);
-      abortReason_.assign(abortIn_.data() + 4, std::min(info.length, kAbortBytes) - 4);
-    }
+    parseAbortNotice(abortIn_.data(), info.length, &abortCode_, &abortReason_);
   }
 
   bool abortSendsDone() {

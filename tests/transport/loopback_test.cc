@@ -36,6 +36,31 @@ uint32_t pattern(int src, int dst, uint32_t tag, size_t i) {
   return static_cast<uint32_t>(src * 7919 + dst * 104729 + tag * 31 + i * 2654435761u);
 }
 
+// The MPI and UCX transports share this notice format; what arrives is untrusted.
+TEST(AbortNotice, RoundTripAndUntrustedBytes) {
+  ErrorCode code = ErrorCode::kSuccess;
+  std::string reason;
+  std::vector<char> n = packAbortNotice(ErrorCode::kMismatch, "count differs");
+  parseAbortNotice(n.data(), n.size(), &code, &reason);
+  EXPECT_EQ(code, ErrorCode::kMismatch);
+  EXPECT_EQ(reason, "count differs");
+
+  n = packAbortNotice(ErrorCode::kTimeout, std::string(1000, 'x'));
+  EXPECT_EQ(n.size(), kAbortNoticeBytes);  // the reason is cut to fit
+  parseAbortNotice(n.data(), n.size(), &code, &reason);
+  EXPECT_EQ(code, ErrorCode::kTimeout);
+  EXPECT_EQ(reason.size(), kAbortNoticeBytes - 4);
+
+  parseAbortNotice(n.data(), 3, &code, &reason);  // too short for a code
+  EXPECT_EQ(code, ErrorCode::kRemoteError);
+  EXPECT_TRUE(reason.empty());
+
+  const int32_t bogus[2] = {9999, 0};  // unknown code
+  parseAbortNotice(reinterpret_cast<const char*>(bogus), sizeof bogus, &code, &reason);
+  EXPECT_EQ(code, ErrorCode::kRemoteError);
+  EXPECT_EQ(reason.size(), 4u);
+}
+
 TEST(Loopback, RejectsBadArguments) {
   EXPECT_THROW(makeLoopbackGroup(0), Error);
   auto ts = makeLoopbackGroup(2);
