@@ -239,7 +239,10 @@ struct Communicator::Impl {
     if (code != ErrorCode::kRemoteError) transport->sendAbort(code, why);
   }
 
+  static constexpr int kCheckWords = 5;
+  int64_t checkWords[2 * kCheckWords] = {};
   bool tryNative(const float* send, float* recv, size_t count, const TensorOpts& t, DataType dtype, RedOp op);
+  void waitCollective(Request& r, Clock::time_point deadline, const char* what);
   Algo prepareAllreduce(const TensorOpts& t, RedOp op, size_t count, CodecConfig* cfg);
   void runAllreduce(float* work, size_t count, const TensorOpts& t, CodecConfig cfg, Algo algo, ChunkOps* ops);
   void allreduceImpl(const void* send, void* recv, size_t count, DataType dtype, RedOp op, const TensorOpts& t);
@@ -291,33 +294,43 @@ bool Communicator::Impl::tryNative(const float* send, float* recv, size_t count,
                                    RedOp op) {
   if (count > static_cast<size_t>(INT32_MAX)) return false;
   const CodecConfig asked = codecFor(t);
-  constexpr int kWords = 5;
-  const int64_t mine[kWords] = {static_cast<int64_t>(seq), static_cast<int64_t>(count),
-                                static_cast<int64_t>(asked.codec) * 256 + asked.bits,
-                                static_cast<int64_t>(dtype) * 16 + static_cast<int64_t>(op), 0x51434c4c};
-  int64_t words[2 * kWords];
-  for (int i = 0; i < kWords; ++i) {
+  const int64_t mine[kCheckWords] = {static_cast<int64_t>(seq), static_cast<int64_t>(count),
+                                     static_cast<int64_t>(asked.codec) * 256 + asked.bits,
+                                     static_cast<int64_t>(dtype) * 16 + static_cast<int64_t>(op), 0x51434c4c};
+  // The words live in the communicator: a collective that a timeout abandons may still write them.
+  int64_t* words = checkWords;
+  for (int i = 0; i < kCheckWords; ++i) {
     words[i] = mine[i];
-    words[kWords + i] = -mine[i];
+    words[kCheckWords + i] = -mine[i];
   }
-  RequestPtr check = transport->iallreduceMin(words, 2 * kWords);
+  RequestPtr check = transport->iallreduceMin(words, 2 * kCheckWords);
   if (!check) return false;
-  static const char* const kField[kWords] = {"call order", "count", "codec", "datatype or reduction", "operation"};
+  static const char* const kField[kCheckWords] = {"call order", "count", "codec", "datatype or reduction", "operation"};
   guarded([&] {
     const Clock::time_point deadline =
         Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts.timeoutSec));
-    std::vector<RequestPtr> reqs;
-    reqs.push_back(std::move(check));
-    waitAll(*transport, reqs, deadline, "allreduce (check of the call across ranks)");
-    for (int i = 0; i < kWords; ++i) {
-      QCCL_CHECK(words[i] == mine[i] && -words[kWords + i] == mine[i], ErrorCode::kMismatch,
+    // A peer that finds the mismatch first sends its abort notice while this rank's check may
+    // still be in flight; MPI forbids abandoning a collective, so these waits end by completion
+    // or by the deadline only, not by a notice.
+    waitCollective(*check, deadline, "allreduce (check of the call across ranks)");
+    for (int i = 0; i < kCheckWords; ++i) {
+      QCCL_CHECK(words[i] == mine[i] && -words[kCheckWords + i] == mine[i], ErrorCode::kMismatch,
                  std::string("allreduce: ranks disagree on the ") + kField[i] + " of call " + std::to_string(seq));
     }
-    reqs[0] = transport->iallreduceSum(send, recv, count);
-    QCCL_CHECK(reqs[0] != nullptr, ErrorCode::kInternalError, "allreduce: the transport's allreduce went away");
-    waitAll(*transport, reqs, deadline, "allreduce");
+    RequestPtr sum = transport->iallreduceSum(send, recv, count);
+    QCCL_CHECK(sum != nullptr, ErrorCode::kInternalError, "allreduce: the transport's allreduce went away");
+    waitCollective(*sum, deadline, "allreduce");
   });
   return true;
+}
+
+void Communicator::Impl::waitCollective(Request& r, Clock::time_point deadline, const char* what) {
+  for (int round = 0; !r.test(); ++round) {
+    transport->progress();
+    QCCL_CHECK(Clock::now() < deadline, ErrorCode::kTimeout,
+               std::string(what) + " timed out on rank " + std::to_string(transport->rank()) + " (QCCL_TIMEOUT)");
+    transport->idle(std::chrono::microseconds(round < 64 ? 0 : 50));
+  }
 }
 
 void Communicator::Impl::allreduceImpl(const void* send, void* recv, size_t count, DataType dtype, RedOp op,

@@ -17,6 +17,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -186,10 +188,32 @@ Fd connectRetry(const BootstrapAddress& a, Clock::time_point deadline) {
                                        "); is rank 0 running with the same unique id?");
 }
 
+// Sockets bound by getUniqueId(), by port. Holding the port from the moment the id exists keeps
+// other processes' automatic port choices off it. They are bound with SO_REUSEPORT and not
+// listening: rank 0 listens on the same socket when it runs in this process, or binds the port
+// again with SO_REUSEPORT when it is another process of the same user (fork + exec launchers).
+std::mutex gReservedMutex;
+std::map<int, Fd> gReserved;
+
+Fd takeReserved(int port) {
+  std::lock_guard<std::mutex> lock(gReservedMutex);
+  auto it = gReserved.find(port);
+  if (it == gReserved.end()) return Fd();
+  Fd fd = std::move(it->second);
+  gReserved.erase(it);
+  return fd;
+}
+
 Fd listenOn(int port, int backlog) {
-  Fd fd = makeSocket();
+  Fd fd = takeReserved(port);
+  if (fd.get() >= 0) {
+    if (::listen(fd.get(), backlog) < 0) throwSys("listen", errno);
+    return fd;
+  }
+  fd = makeSocket();
   int one = 1;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_ANY);
@@ -369,6 +393,8 @@ void getUniqueId(qcclUniqueId* id) {
   QCCL_CHECK(id != nullptr, ErrorCode::kInvalidArgument, "getUniqueId: null id");
   std::string host = pickHost();
   Fd fd = makeSocket();
+  int one = 1;
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_ANY);
@@ -380,6 +406,8 @@ void getUniqueId(qcclUniqueId* id) {
                    static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^
                    (static_cast<uint64_t>(::getpid()) << 16);
   writeId(id, host, ntohs(sa.sin_port), nonce);
+  std::lock_guard<std::mutex> lock(gReservedMutex);
+  gReserved[ntohs(sa.sin_port)] = std::move(fd);
 }
 
 void uniqueIdFromAddress(qcclUniqueId* id, const char* host, int port) {
@@ -440,6 +468,9 @@ constexpr size_t kNoticeBytes = 5;
 BootstrapLinks::BootstrapLinks(int rank, int nranks) : rank_(rank), fds_(nranks, -1), inbox_(nranks) {}
 
 BootstrapLinks::~BootstrapLinks() {
+  // The hub forwards deaths it has not noticed yet before it says goodbye: after the goodbye the
+  // others could only learn of them by timing out.
+  if (rank_ == 0) (void)poll();
   for (size_t p = 0; p < fds_.size(); ++p) {
     if (fds_[p] < 0) continue;
     tell(static_cast<int>(p), 'B', rank_);

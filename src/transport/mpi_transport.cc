@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -59,7 +60,11 @@ class MpiRequest final : public Request {
       : isRecv_(isRecv), peer_(peer), tag_(tag), bytes_(isRecv ? 0 : bytes) {}
   /// A non-blocking collective (peer -1). MPI forbids cancelling or freeing one that is still
   /// active, so an unfinished one is left to MPI (the communicator has failed by then).
-  explicit MpiRequest(size_t bytes) : isRecv_(false), peer_(-1), tag_(0), bytes_(bytes) {}
+  /// `unfinished` counts the transport's collectives that have not completed.
+  MpiRequest(size_t bytes, std::shared_ptr<int> unfinished)
+      : isRecv_(false), peer_(-1), tag_(0), bytes_(bytes), unfinished_(std::move(unfinished)) {
+    ++*unfinished_;
+  }
   ~MpiRequest() override {
     if (peer_ >= 0) dropRequest(&req_, isRecv_ ? kDropRecvWait : kDropSendWait);
   }
@@ -73,12 +78,14 @@ class MpiRequest final : public Request {
     int rc = MPI_Test(&req_, &flag, &st);
     if (rc != MPI_SUCCESS) {
       done_ = true;  // MPI completed (and freed) the failed request
+      if (unfinished_) --*unfinished_;
       if (peer_ < 0) throwMpi(rc, "MPI_Iallreduce");
       throwMpi(rc, std::string(isRecv_ ? "receive from" : "send to") + " rank " + std::to_string(peer_) + " tag " +
                        std::to_string(tag_));
     }
     if (!flag) return false;
     done_ = true;
+    if (unfinished_) --*unfinished_;
     if (isRecv_) {
       int count = 0;
       MPI_Get_count(&st, MPI_BYTE, &count);
@@ -95,6 +102,7 @@ class MpiRequest final : public Request {
   uint32_t tag_;
   size_t bytes_;
   bool done_ = false;
+  std::shared_ptr<int> unfinished_;
 };
 
 class MpiTransport final : public Transport {
@@ -126,7 +134,9 @@ class MpiTransport final : public Transport {
     if (!mpiUsable()) return;  // after MPI_Finalize nothing can be released any more
     dropRequest(&abortRecv_, kDropRecvWait);
     for (auto& r : abortSends_) dropRequest(&r, kDropSendWait);
-    MPI_Comm_free(&comm_);
+    // A collective abandoned by a timeout may still be running on the duplicate: freeing it under
+    // the collective would crash, so it is left to MPI_Finalize.
+    if (*unfinishedColls_ == 0) MPI_Comm_free(&comm_);
   }
 
   int rank() const override { return rank_; }
@@ -151,7 +161,7 @@ class MpiTransport final : public Transport {
 
   RequestPtr iallreduceSum(const float* send, float* recv, size_t count) override {
     if (count > static_cast<size_t>(INT_MAX)) return nullptr;
-    auto req = std::make_unique<MpiRequest>(count * sizeof(float));
+    auto req = std::make_unique<MpiRequest>(count * sizeof(float), unfinishedColls_);
     const void* in = send == recv ? MPI_IN_PLACE : send;
     int rc = MPI_Iallreduce(in, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_, req->handle());
     if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Iallreduce");
@@ -159,7 +169,7 @@ class MpiTransport final : public Transport {
   }
 
   RequestPtr iallreduceMin(int64_t* words, int n) override {
-    auto req = std::make_unique<MpiRequest>(static_cast<size_t>(n) * sizeof(int64_t));
+    auto req = std::make_unique<MpiRequest>(static_cast<size_t>(n) * sizeof(int64_t), unfinishedColls_);
     int rc = MPI_Iallreduce(MPI_IN_PLACE, words, n, MPI_INT64_T, MPI_MIN, comm_, req->handle());
     if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Iallreduce");
     return req;
@@ -224,6 +234,7 @@ class MpiTransport final : public Transport {
   std::vector<char> abortIn_;
   std::vector<char> abortOut_;
   std::vector<MPI_Request> abortSends_;
+  std::shared_ptr<int> unfinishedColls_ = std::make_shared<int>(0);
   bool abortSent_ = false;
   bool haveAbort_ = false;
   int abortPeer_ = -1;

@@ -260,8 +260,12 @@ class UcxTransport final : public Transport {
 
   RequestPtr wrap(ucs_status_ptr_t r, int peer, bool isRecv, uint32_t tag, size_t bytes, size_t capacity) {
     if (UCS_PTR_IS_ERR(r) && UCS_PTR_STATUS(r) != UCS_ERR_MESSAGE_TRUNCATED) {
-      // Failing on the spot (e.g. a dead endpoint) is reported like a later failure, from test().
-      if (!peers_[peer].failed) throwUcs(UCS_PTR_STATUS(r), isRecv ? "ucp_tag_recv_nbx" : "ucp_tag_send_nbx");
+      // Failing on the spot because the peer is gone (a dead endpoint, possibly before the
+      // bootstrap link has told us) is reported like a later failure, from test().
+      const ucs_status_t st = UCS_PTR_STATUS(r);
+      const bool peerGone = peers_[peer].failed || st == UCS_ERR_CONNECTION_RESET || st == UCS_ERR_ENDPOINT_TIMEOUT ||
+                            st == UCS_ERR_UNREACHABLE;
+      if (!peerGone) throwUcs(st, isRecv ? "ucp_tag_recv_nbx" : "ucp_tag_send_nbx");
     }
     void* req = UCS_PTR_IS_PTR(r) ? r : nullptr;
     auto out = std::make_unique<UcxRequest>(worker_, &peers_[peer], isRecv, tag, bytes, req, UCS_PTR_STATUS(r));
