@@ -71,11 +71,15 @@ QCCL_TARGET_AVX512 void signPass(const float* in, const float* res, uint32_t m, 
   const __m512 zero = _mm512_setzero_ps();
   uint32_t cnt = 0;
   __mmask16 bad = 0;
+  // Full rows first, with a fixed trip count, so the accumulators stay in registers; then the
+  // 32-element groups of a last partial row.
+  const uint32_t full = m - m % math::kReduceSlots;
   for (uint32_t row = 0; row < m; row += math::kReduceSlots) {
+    const int groups = row < full ? kSlotRegs : static_cast<int>((m - row) / 16);
 #pragma GCC unroll 4
     for (int j = 0; j < kSlotRegs; j += 2) {
+      if (row >= full && j >= groups) break;
       uint32_t i = row + 16 * j;
-      if (i >= m) break;
       __m512 v0 = stageV<kRes>(in, res, i), v1 = stageV<kRes>(in, res, i + 16);
       _mm512_storeu_ps(v + i, v0);
       _mm512_storeu_ps(v + i + 16, v1);
