@@ -64,8 +64,7 @@ struct SignStats {
 // Pass over memory: stage v, write the sign words, accumulate. m is a multiple of 32. The
 // accumulators are locals so that stores through the float pointers cannot alias them.
 template <bool kRes, bool kOneBit>
-QCCL_TARGET_AVX512 void signPass(const float* in, const float* res, uint32_t m, float* v, uint8_t* words,
-                                 SignStats* st) {
+QCCL_TARGET_AVX512 void signPass(const float* in, const float* res, uint32_t m, uint8_t* words, SignStats* st) {
   __m512 a[kSlotRegs], b[kSlotRegs];
   for (int j = 0; j < kSlotRegs; ++j) a[j] = b[j] = _mm512_setzero_ps();
   const __m512 zero = _mm512_setzero_ps();
@@ -81,8 +80,6 @@ QCCL_TARGET_AVX512 void signPass(const float* in, const float* res, uint32_t m, 
       if (row >= full && j >= groups) break;
       uint32_t i = row + 16 * j;
       __m512 v0 = stageV<kRes>(in, res, i), v1 = stageV<kRes>(in, res, i + 16);
-      _mm512_storeu_ps(v + i, v0);
-      _mm512_storeu_ps(v + i + 16, v1);
       bad |= notFinite(v0) | notFinite(v1);
       __mmask16 g0 = _mm512_cmp_ps_mask(v0, zero, _CMP_GE_OQ), g1 = _mm512_cmp_ps_mask(v1, zero, _CMP_GE_OQ);
       storeU32(words + i / 8, (uint32_t)g0 | (uint32_t)g1 << 16);
@@ -106,11 +103,13 @@ QCCL_TARGET_AVX512 void signPass(const float* in, const float* res, uint32_t m, 
   st->bad = bad;
 }
 
-// residual = v - (v >= 0 ? hi : lo), from the staged v (L1).
-QCCL_TARGET_AVX512 void signResidual(const float* v, uint32_t m, float hi, float lo, float* res) {
+// residual = v - (v >= 0 ? hi : lo), with v = in + res recomputed from the bucket, which is still
+// in L1. (Staging v in a scratch buffer instead made encode speed depend on the scratch buffer's
+// address: stores to it alias the loads of in and res modulo 4 KiB, 4-12 GB/s from run to run.)
+QCCL_TARGET_AVX512 void signResidual(const float* in, uint32_t m, float hi, float lo, float* res) {
   const __m512 h = _mm512_set1_ps(hi), l = _mm512_set1_ps(lo), zero = _mm512_setzero_ps();
   for (uint32_t i = 0; i < m; i += 16) {
-    __m512 x = _mm512_loadu_ps(v + i);
+    __m512 x = stageV<true>(in, res, i);
     __mmask16 ge = _mm512_cmp_ps_mask(x, zero, _CMP_GE_OQ);
     _mm512_storeu_ps(res + i, _mm512_sub_ps(x, _mm512_mask_blend_ps(ge, l, h)));
   }
@@ -123,7 +122,7 @@ QCCL_TARGET_AVX512 bool encodeSignT(const BucketCtx& ctx, const float* in, float
   if (m % 32) return scalarEncode(c, ctx, in, res, m, base, block);
   const uint32_t meta = kOneBit ? 8 : 4;
   SignStats st;
-  signPass<kRes, kOneBit>(in, res, m, ctx.scratch, block + meta, &st);
+  signPass<kRes, kOneBit>(in, res, m, block + meta, &st);
   if (st.bad) return scalarEncode(c, ctx, in, res, m, base, block);
   float hi, lo;
   if (kOneBit) {
@@ -137,7 +136,7 @@ QCCL_TARGET_AVX512 bool encodeSignT(const BucketCtx& ctx, const float* in, float
   if (!math::isFinite(hi) || !math::isFinite(lo)) return scalarEncode(c, ctx, in, res, m, base, block);
   storeF32(block, hi);
   if (kOneBit) storeF32(block + 4, lo);
-  if (kRes) signResidual(ctx.scratch, m, hi, lo, res);
+  if (kRes) signResidual(in, m, hi, lo, res);
   return false;
 }
 
