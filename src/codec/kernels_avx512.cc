@@ -164,12 +164,11 @@ QCCL_TARGET_AVX512 void decodeSign(const BucketCtx& ctx, const uint8_t* block, u
 // maxmin (round to nearest): min/max pass, then quantize + pack + residual from L1.
 // ---------------------------------------------------------------------------------------------
 template <bool kRes>
-QCCL_TARGET_AVX512 bool minMaxPass(const float* in, const float* res, uint32_t m, float* v, float* mn, float* mx) {
+QCCL_TARGET_AVX512 bool minMaxPass(const float* in, const float* res, uint32_t m, float* mn, float* mx) {
   __m512 lo = _mm512_set1_ps(INFINITY), hi = _mm512_set1_ps(-INFINITY);
   __mmask16 bad = 0;
   for (uint32_t i = 0; i < m; i += 16) {
     __m512 x = stageV<kRes>(in, res, i);
-    _mm512_storeu_ps(v + i, x);
     bad |= notFinite(x);
     lo = _mm512_min_ps(lo, x);
     hi = _mm512_max_ps(hi, x);
@@ -245,9 +244,9 @@ QCCL_TARGET_AVX512 inline __m512 uniforms(const __m512i* w, int k) {
 }
 
 template <bool kRes, bool kStochastic>
-QCCL_TARGET_AVX512 void quantizePass(const BucketCtx& ctx, uint32_t m, uint64_t base, const math::MaxMinParams& p,
-                                     uint8_t* words, float* res) {
-  const float* v = ctx.scratch;
+QCCL_TARGET_AVX512 void quantizePass(const BucketCtx& ctx, const float* in, uint32_t m, uint64_t base,
+                                     const math::MaxMinParams& p, uint8_t* words, float* res) {
+  // v = in + res again from the L1-resident bucket (see signResidual for why it is not staged).
   const int bits = ctx.bits;
   const __m512 mn = _mm512_set1_ps(p.mn), inv = _mm512_set1_ps(p.inv), step = _mm512_set1_ps(p.step);
   const __m512 top = _mm512_set1_ps((float)p.levels);
@@ -259,7 +258,7 @@ QCCL_TARGET_AVX512 void quantizePass(const BucketCtx& ctx, uint32_t m, uint64_t 
       u0 = uniforms(w, (int)(i % 64) / 16);
       u1 = uniforms(w, (int)(i % 64) / 16 + 1);
     }
-    __m512 x0 = _mm512_loadu_ps(v + i), x1 = _mm512_loadu_ps(v + i + 16);
+    __m512 x0 = stageV<kRes>(in, res, i), x1 = stageV<kRes>(in, res, i + 16);
     __m512 q0 = levelOf(x0, mn, inv, top, u0), q1 = levelOf(x1, mn, inv, top, u1);
     __m128i b0 = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(q0)), b1 = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(q1));
     packLevels(_mm256_inserti128_si256(_mm256_castsi128_si256(b0), b1, 1), bits, words + i * bits / 8);
@@ -274,15 +273,14 @@ template <bool kRes>
 QCCL_TARGET_AVX512 bool encodeMaxMinT(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
                                       uint8_t* block) {
   float mn, mx;
-  if (!minMaxPass<kRes>(in, res, m, ctx.scratch, &mn, &mx))
-    return scalarEncode(CodecId::kMaxMin, ctx, in, res, m, base, block);
+  if (!minMaxPass<kRes>(in, res, m, &mn, &mx)) return scalarEncode(CodecId::kMaxMin, ctx, in, res, m, base, block);
   math::MaxMinParams p = math::maxminParams(mn + 0.0f, mx + 0.0f, ctx.bits);
   storeF32(block, p.mn);
   storeF32(block + 4, p.mx);
   if (ctx.stochastic)
-    quantizePass<kRes, true>(ctx, m, base, p, block + 8, res);
+    quantizePass<kRes, true>(ctx, in, m, base, p, block + 8, res);
   else
-    quantizePass<kRes, false>(ctx, m, base, p, block + 8, res);
+    quantizePass<kRes, false>(ctx, in, m, base, p, block + 8, res);
   return false;
 }
 
