@@ -59,13 +59,18 @@ typedef enum {
 } qcclCodec_t;
 
 typedef enum {
-  qcclAlgoAuto = 0,      /**< documented rule from size and codec (see README, "Choosing an algorithm") */
-  qcclAlgoRing = 1,      /**< uncompressed ring, fp32 or fp16/bf16 on the wire, reduced in fp32 */
-  qcclAlgoSra = 2,       /**< compressed scatter-reduce + allgather, two-stage error feedback */
-  qcclAlgoAllgather = 3  /**< every rank encodes once, every rank decodes all and sums */
+  qcclAlgoAuto = 0,     /**< documented rule from size and codec (see README, "Choosing an algorithm") */
+  qcclAlgoRing = 1,     /**< uncompressed ring, fp32 or fp16/bf16 on the wire, reduced in fp32 */
+  qcclAlgoSra = 2,      /**< compressed scatter-reduce + allgather, two-stage error feedback */
+  qcclAlgoAllgather = 3 /**< every rank encodes once, every rank decodes all and sums */
 } qcclAlgo_t;
 
-typedef enum { qcclTransportAuto = 0, qcclTransportMpi = 1, qcclTransportUcx = 2, qcclTransportLoopback = 3 } qcclTransport_t;
+typedef enum {
+  qcclTransportAuto = 0,
+  qcclTransportMpi = 1,
+  qcclTransportUcx = 2,
+  qcclTransportLoopback = 3
+} qcclTransport_t;
 
 /** Communicator configuration. Fill with qcclConfigInit (defaults, then QCCL_* environment
  *  overrides), change fields, pass to an init call. A NULL config means qcclConfigInit's result.
@@ -102,12 +107,13 @@ typedef struct {
 
 /** Per-call tensor options. id keys the error-feedback state (with the element count). */
 typedef struct {
-  uint64_t id;   /**< caller's stable tensor id */
-  int codec;     /**< qcclCodec_t; qcclCodecDefault = the communicator's */
-  int bits;      /**< 0 = the communicator's */
-  int algo;      /**< qcclAlgo_t; -1 = the communicator's */
+  uint64_t id; /**< caller's stable tensor id */
+  int codec;   /**< qcclCodec_t; qcclCodecDefault = the communicator's */
+  int bits;    /**< 0 = the communicator's */
+  int algo;    /**< qcclAlgo_t; -1 = the communicator's */
 } qcclTensorOpts_t;
-#define QCCL_TENSOR_OPTS_INIT {0, qcclCodecDefault, 0, -1}
+#define QCCL_TENSOR_OPTS_INIT \
+  { 0, qcclCodecDefault, 0, -1 }
 
 /** Opaque 128-byte id that lets ranks find each other without MPI (NCCL-style). */
 typedef struct {
@@ -118,12 +124,12 @@ typedef struct qcclComm* qcclComm_t;
 
 /** Counters of one communicator, for benchmarks. */
 typedef struct {
-  uint64_t bytesSent;        /**< payload + headers qccl itself sent from this rank (not the bytes of the
-                                  MPI library's own allreduce, which `auto` uses when nothing is compressed) */
+  uint64_t bytesSent; /**< payload + headers qccl itself sent from this rank (not the bytes of the
+                           MPI library's own allreduce, which `auto` uses when nothing is compressed) */
   uint64_t bytesReceived;
-  uint64_t calls;            /**< collectives completed */
-  uint64_t residualBytes;    /**< error-feedback memory held now */
-  uint64_t stagingBytes;     /**< staging buffers held now */
+  uint64_t calls;         /**< collectives completed */
+  uint64_t residualBytes; /**< error-feedback memory held now */
+  uint64_t stagingBytes;  /**< staging buffers held now */
   uint64_t peakStagingBytes;
 } qcclStats_t;
 
@@ -160,8 +166,8 @@ qcclResult_t qcclTensorRelease(qcclComm_t comm, uint64_t id);
 /** recvbuff[i] = op over ranks of sendbuff[i]. In place when sendbuff == recvbuff. opts may be NULL
  *  (id 0, the communicator's codec). stream is a cudaStream_t for device buffers, else NULL.
  *  The result is bit-identical on every rank. */
-qcclResult_t qcclAllreduce(const void* sendbuff, void* recvbuff, size_t count, qcclDataType_t datatype,
-                           qcclRedOp_t op, const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream);
+qcclResult_t qcclAllreduce(const void* sendbuff, void* recvbuff, size_t count, qcclDataType_t datatype, qcclRedOp_t op,
+                           const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream);
 
 /** recvbuff[r * sendcount + i] = rank r's sendbuff[i]. With a lossy codec every rank receives the
  *  decoded values (its own slot included); opts->id keys the error feedback of the sender. */

@@ -82,34 +82,34 @@ Plan planRing(int rank, int size, size_t count, size_t align) {
   return plan;
 }
 
-Plan planAllgatherReduce(int rank, int size, size_t count) {
+namespace {
+// One step in which every rank sends its whole encoded tensor to every rank (itself included) and
+// receives all of them: summed into one buffer, or placed side by side (offset q * count).
+Plan planEveryoneToEveryone(int rank, int size, size_t count, RecvOp op) {
   Plan plan;
   plan.rank = rank;
   plan.size = size;
   plan.count = count;
   plan.shards.assign(1, Range{0, count});
   PlanStep st;
-  st.op = RecvOp::kSum;
+  st.op = op;
   st.residual = Residual::kWorker;
   for (int i = 0; i < size; ++i) st.sends.push_back({(rank + 1 + i) % size, Range{0, count}, 0});
-  for (int q = 0; q < size; ++q) st.recvs.push_back({q, Range{0, count}, 0});
+  for (int q = 0; q < size; ++q) {
+    const size_t offset = op == RecvOp::kCopy ? static_cast<size_t>(q) * count : 0;
+    st.recvs.push_back({q, Range{0, count}, offset});
+  }
   plan.steps.push_back(std::move(st));
   return plan;
 }
+}  // namespace
+
+Plan planAllgatherReduce(int rank, int size, size_t count) {
+  return planEveryoneToEveryone(rank, size, count, RecvOp::kSum);
+}
 
 Plan planAllgather(int rank, int size, size_t count) {
-  Plan plan;
-  plan.rank = rank;
-  plan.size = size;
-  plan.count = count;
-  plan.shards.assign(1, Range{0, count});
-  PlanStep st;
-  st.op = RecvOp::kCopy;
-  st.residual = Residual::kWorker;
-  for (int i = 0; i < size; ++i) st.sends.push_back({(rank + 1 + i) % size, Range{0, count}, 0});
-  for (int q = 0; q < size; ++q) st.recvs.push_back({q, Range{0, count}, static_cast<size_t>(q) * count});
-  plan.steps.push_back(std::move(st));
-  return plan;
+  return planEveryoneToEveryone(rank, size, count, RecvOp::kCopy);
 }
 
 }  // namespace qccl
