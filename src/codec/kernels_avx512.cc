@@ -6,21 +6,11 @@
 // no FMA (contraction is off project-wide). Buckets whose size is not a multiple of 32 and buckets
 // that turn out non-finite are handed to the scalar kernel: they are rare (one partial bucket per
 // call). Stochastic maxmin runs Philox on 16 counters at once.
-// GCC 12 reports -W(maybe-)uninitialized inside the AVX-512 intrinsic headers (their
-// _mm512_undefined_* self-initialization); the warning is about the headers, not this code.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
+#include "codec/avx512_common.hpp"
 
 #include <cstring>
 
-#include "codec/cpu_kernels.hpp"
-
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-
-#define QCCL_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c,popcnt")))
 
 namespace qccl {
 namespace cpu {

@@ -2,19 +2,9 @@
 // IEEE-exact like math::floatToHalf; NaN is then replaced by the canonical 0x7e00. bf16 rounds with
 // the same integer formula as math::floatToBf16 (the AVX512_BF16 instruction flushes denormals).
 // The last n % 16 elements go through the scalar kernel, which is element-wise and identical.
-// GCC 12 reports -W(maybe-)uninitialized inside the AVX-512 intrinsic headers (their
-// _mm512_undefined_* self-initialization); the warning is about the headers, not this code.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-
-#include "codec/cpu_kernels.hpp"
+#include "codec/avx512_common.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-
-#define QCCL_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c,popcnt")))
 
 namespace qccl {
 namespace cpu {

@@ -194,25 +194,19 @@ class MpiTransport final : public Transport {
   }
 
   bool pollAbort(int* peer, ErrorCode* code, std::string* reason) override {
-    if (!haveAbort_ && abortRecv_ != MPI_REQUEST_NULL) {
+    if (!abort_.have && abortRecv_ != MPI_REQUEST_NULL) {
       int flag = 0;
       MPI_Status st;
       if (MPI_Test(&abortRecv_, &flag, &st) == MPI_SUCCESS && flag) parseAbort(st);
     }
-    if (!haveAbort_) return false;
-    if (peer) *peer = abortPeer_;
-    if (code) *code = abortCode_;
-    if (reason) *reason = abortReason_;
-    return true;
+    return abort_.report(peer, code, reason);
   }
 
  private:
   void parseAbort(const MPI_Status& st) {
     int count = 0;
     MPI_Get_count(&st, MPI_BYTE, &count);
-    haveAbort_ = true;
-    abortPeer_ = st.MPI_SOURCE;
-    parseAbortNotice(abortIn_.data(), count < 0 ? 0 : static_cast<size_t>(count), &abortCode_, &abortReason_);
+    abort_.set(st.MPI_SOURCE, abortIn_.data(), count < 0 ? 0 : static_cast<size_t>(count));
   }
 
   void checkArgs(int peer, uint32_t tag, const void* buf, size_t bytes, const char* op) const {
@@ -236,10 +230,7 @@ class MpiTransport final : public Transport {
   std::vector<MPI_Request> abortSends_;
   std::shared_ptr<int> unfinishedColls_ = std::make_shared<int>(0);
   bool abortSent_ = false;
-  bool haveAbort_ = false;
-  int abortPeer_ = -1;
-  ErrorCode abortCode_ = ErrorCode::kRemoteError;
-  std::string abortReason_;
+  ReceivedAbort abort_;
 };
 
 }  // namespace

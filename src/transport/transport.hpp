@@ -85,6 +85,29 @@ std::vector<char> packAbortNotice(ErrorCode code, const std::string& reason);
 /// as kRemoteError; the reason is taken only as far as `bytes` (<= kAbortNoticeBytes) goes.
 void parseAbortNotice(const char* data, size_t bytes, ErrorCode* code, std::string* reason);
 
+/// The first abort notice a transport received, kept for pollAbort() (sticky).
+struct ReceivedAbort {
+  bool have = false;
+  int peer = -1;
+  ErrorCode code = ErrorCode::kRemoteError;
+  std::string reason;
+
+  /// Records the notice of `bytes` bytes that `from` sent (see parseAbortNotice).
+  void set(int from, const char* data, size_t bytes) {
+    have = true;
+    peer = from;
+    parseAbortNotice(data, bytes, &code, &reason);
+  }
+  /// pollAbort()'s answer: false if none arrived, else fills the non-null outputs.
+  bool report(int* outPeer, ErrorCode* outCode, std::string* outReason) const {
+    if (!have) return false;
+    if (outPeer) *outPeer = peer;
+    if (outCode) *outCode = code;
+    if (outReason) *outReason = reason;
+    return true;
+  }
+};
+
 /// Loopback: `n` transports that talk through shared memory queues, one per thread. Sends are
 /// buffered (they complete at once); receives match by (source, tag) in the order of the sends.
 /// Each transport is used by one thread at a time. Throws Error(kInvalidArgument) for n < 1.

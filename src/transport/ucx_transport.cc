@@ -239,7 +239,7 @@ class UcxTransport final : public Transport {
   }
 
   bool pollAbort(int* peer, ErrorCode* code, std::string* reason) override {
-    if (!haveAbort_ && abortRecv_ != nullptr) {
+    if (!abort_.have && abortRecv_ != nullptr) {
       ucs_status_t st = ucp_request_check_status(abortRecv_);
       if (st != UCS_INPROGRESS) {
         RecvSlot slot = *static_cast<RecvSlot*>(abortRecv_);
@@ -248,11 +248,7 @@ class UcxTransport final : public Transport {
         if (st == UCS_OK) parseAbort(slot);
       }
     }
-    if (!haveAbort_) return false;
-    if (peer) *peer = abortPeer_;
-    if (code) *code = abortCode_;
-    if (reason) *reason = abortReason_;
-    return true;
+    return abort_.report(peer, code, reason);
   }
 
  private:
@@ -282,9 +278,7 @@ class UcxTransport final : public Transport {
   }
 
   void parseAbort(const RecvSlot& info) {
-    haveAbort_ = true;
-    abortPeer_ = static_cast<int>(info.senderTag >> 32);
-    parseAbortNotice(abortIn_.data(), info.length, &abortCode_, &abortReason_);
+    abort_.set(static_cast<int>(info.senderTag >> 32), abortIn_.data(), info.length);
   }
 
   bool abortSendsDone() {
@@ -341,10 +335,7 @@ class UcxTransport final : public Transport {
   std::vector<char> abortOut_;
   std::vector<void*> abortSends_;
   bool abortSent_ = false;
-  bool haveAbort_ = false;
-  int abortPeer_ = -1;
-  ErrorCode abortCode_ = ErrorCode::kRemoteError;
-  std::string abortReason_;
+  ReceivedAbort abort_;
 };
 
 }  // namespace
