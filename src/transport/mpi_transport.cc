@@ -1,5 +1,9 @@
 // MPI transport: non-blocking point-to-point on a duplicated communicator. Abort notices travel on
 // a reserved tag (kMaxTag) and are caught by a standing receive from MPI_ANY_SOURCE.
+//
+// Every MPI call goes to its PMPI_* entry point: an MPI profiling-interface tool loaded into the
+// process (qccl's own MPI_Allreduce interposer among them) must never see qccl's internal traffic,
+// and the interposer must never re-enter itself through qccl.
 #include "transport/mpi_transport.hpp"
 
 #include <mpi.h>
@@ -23,15 +27,15 @@ constexpr std::chrono::milliseconds kDropSendWait{200};
 
 bool mpiUsable() {
   int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
+  PMPI_Initialized(&initialized);
+  PMPI_Finalized(&finalized);
   return initialized && !finalized;
 }
 
 std::string mpiErrorText(int rc) {
   char buf[MPI_MAX_ERROR_STRING] = {};
   int len = 0;
-  if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  if (PMPI_Error_string(rc, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
   return std::string(buf, static_cast<size_t>(len));
 }
 
@@ -44,14 +48,14 @@ std::string mpiErrorText(int rc) {
 // lets it finish in the background.
 void dropRequest(MPI_Request* req, std::chrono::milliseconds wait) {
   if (*req == MPI_REQUEST_NULL || !mpiUsable()) return;
-  MPI_Cancel(req);
+  PMPI_Cancel(req);
   auto until = Clock::now() + wait;
   int flag = 0;
   while (Clock::now() < until) {
-    if (MPI_Test(req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag) break;
+    if (PMPI_Test(req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag) break;
     std::this_thread::yield();
   }
-  if (*req != MPI_REQUEST_NULL) MPI_Request_free(req);
+  if (*req != MPI_REQUEST_NULL) PMPI_Request_free(req);
 }
 
 class MpiRequest final : public Request {
@@ -75,7 +79,7 @@ class MpiRequest final : public Request {
     if (done_) return true;
     int flag = 0;
     MPI_Status st;
-    int rc = MPI_Test(&req_, &flag, &st);
+    int rc = PMPI_Test(&req_, &flag, &st);
     if (rc != MPI_SUCCESS) {
       done_ = true;  // MPI completed (and freed) the failed request
       if (unfinished_) --*unfinished_;
@@ -88,7 +92,7 @@ class MpiRequest final : public Request {
     if (unfinished_) --*unfinished_;
     if (isRecv_) {
       int count = 0;
-      MPI_Get_count(&st, MPI_BYTE, &count);
+      PMPI_Get_count(&st, MPI_BYTE, &count);
       bytes_ = count < 0 ? 0 : static_cast<size_t>(count);
     }
     return true;
@@ -108,24 +112,24 @@ class MpiRequest final : public Request {
 class MpiTransport final : public Transport {
  public:
   explicit MpiTransport(MPI_Comm user) {
-    int rc = MPI_Comm_dup(user, &comm_);
+    int rc = PMPI_Comm_dup(user, &comm_);
     if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Comm_dup");
-    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(comm_, &rank_);
-    MPI_Comm_size(comm_, &size_);
+    PMPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    PMPI_Comm_rank(comm_, &rank_);
+    PMPI_Comm_size(comm_, &size_);
     int* tagUb = nullptr;
     int flag = 0;
-    MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tagUb, &flag);
+    PMPI_Comm_get_attr(comm_, MPI_TAG_UB, &tagUb, &flag);
     if (!flag || tagUb == nullptr || *tagUb < kAbortTag) {
-      MPI_Comm_free(&comm_);
+      PMPI_Comm_free(&comm_);
       throw Error(ErrorCode::kTransportError, "qccl mpi transport: MPI_TAG_UB is below " + std::to_string(kAbortTag) +
                                                   ", too small for qccl's tags");
     }
     abortIn_.resize(kAbortNoticeBytes);
-    rc = MPI_Irecv(abortIn_.data(), static_cast<int>(kAbortNoticeBytes), MPI_BYTE, MPI_ANY_SOURCE, kAbortTag, comm_,
+    rc = PMPI_Irecv(abortIn_.data(), static_cast<int>(kAbortNoticeBytes), MPI_BYTE, MPI_ANY_SOURCE, kAbortTag, comm_,
                    &abortRecv_);
     if (rc != MPI_SUCCESS) {
-      MPI_Comm_free(&comm_);
+      PMPI_Comm_free(&comm_);
       throwMpi(rc, "MPI_Irecv of the abort channel");
     }
   }
@@ -136,7 +140,7 @@ class MpiTransport final : public Transport {
     for (auto& r : abortSends_) dropRequest(&r, kDropSendWait);
     // A collective abandoned by a timeout may still be running on the duplicate: freeing it under
     // the collective would crash, so it is left to MPI_Finalize.
-    if (*unfinishedColls_ == 0) MPI_Comm_free(&comm_);
+    if (*unfinishedColls_ == 0) PMPI_Comm_free(&comm_);
   }
 
   int rank() const override { return rank_; }
@@ -146,7 +150,7 @@ class MpiTransport final : public Transport {
   RequestPtr isend(int peer, uint32_t tag, const void* buf, size_t bytes) override {
     checkArgs(peer, tag, buf, bytes, "isend");
     auto req = std::make_unique<MpiRequest>(false, peer, tag, bytes);
-    int rc = MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, peer, static_cast<int>(tag), comm_, req->handle());
+    int rc = PMPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, peer, static_cast<int>(tag), comm_, req->handle());
     if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Isend to rank " + std::to_string(peer));
     return req;
   }
@@ -154,7 +158,7 @@ class MpiTransport final : public Transport {
   RequestPtr irecv(int peer, uint32_t tag, void* buf, size_t capacity) override {
     checkArgs(peer, tag, buf, capacity, "irecv");
     auto req = std::make_unique<MpiRequest>(true, peer, tag, capacity);
-    int rc = MPI_Irecv(buf, static_cast<int>(capacity), MPI_BYTE, peer, static_cast<int>(tag), comm_, req->handle());
+    int rc = PMPI_Irecv(buf, static_cast<int>(capacity), MPI_BYTE, peer, static_cast<int>(tag), comm_, req->handle());
     if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Irecv from rank " + std::to_string(peer));
     return req;
   }
@@ -163,14 +167,14 @@ class MpiTransport final : public Transport {
     if (count > static_cast<size_t>(INT_MAX)) return nullptr;
     auto req = std::make_unique<MpiRequest>(count * sizeof(float), unfinishedColls_);
     const void* in = send == recv ? MPI_IN_PLACE : send;
-    int rc = MPI_Iallreduce(in, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_, req->handle());
+    int rc = PMPI_Iallreduce(in, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_, req->handle());
     if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Iallreduce");
     return req;
   }
 
   RequestPtr iallreduceMin(int64_t* words, int n) override {
     auto req = std::make_unique<MpiRequest>(static_cast<size_t>(n) * sizeof(int64_t), unfinishedColls_);
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, words, n, MPI_INT64_T, MPI_MIN, comm_, req->handle());
+    int rc = PMPI_Iallreduce(MPI_IN_PLACE, words, n, MPI_INT64_T, MPI_MIN, comm_, req->handle());
     if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Iallreduce");
     return req;
   }
@@ -183,7 +187,7 @@ class MpiTransport final : public Transport {
       for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         MPI_Request r = MPI_REQUEST_NULL;
-        if (MPI_Isend(abortOut_.data(), static_cast<int>(abortOut_.size()), MPI_BYTE, p, kAbortTag, comm_, &r) ==
+        if (PMPI_Isend(abortOut_.data(), static_cast<int>(abortOut_.size()), MPI_BYTE, p, kAbortTag, comm_, &r) ==
             MPI_SUCCESS) {
           abortSends_.push_back(r);
         }
@@ -197,7 +201,7 @@ class MpiTransport final : public Transport {
     if (!abort_.have && abortRecv_ != MPI_REQUEST_NULL) {
       int flag = 0;
       MPI_Status st;
-      if (MPI_Test(&abortRecv_, &flag, &st) == MPI_SUCCESS && flag) parseAbort(st);
+      if (PMPI_Test(&abortRecv_, &flag, &st) == MPI_SUCCESS && flag) parseAbort(st);
     }
     return abort_.report(peer, code, reason);
   }
@@ -205,7 +209,7 @@ class MpiTransport final : public Transport {
  private:
   void parseAbort(const MPI_Status& st) {
     int count = 0;
-    MPI_Get_count(&st, MPI_BYTE, &count);
+    PMPI_Get_count(&st, MPI_BYTE, &count);
     abort_.set(st.MPI_SOURCE, abortIn_.data(), count < 0 ? 0 : static_cast<size_t>(count));
   }
 
@@ -237,7 +241,7 @@ class MpiTransport final : public Transport {
 
 TransportPtr makeMpiTransport(int64_t mpiCommFortran) {
   QCCL_CHECK(mpiUsable(), ErrorCode::kInvalidUsage, "makeMpiTransport: MPI is not initialized (or already finalized)");
-  MPI_Comm comm = MPI_Comm_f2c(static_cast<MPI_Fint>(mpiCommFortran));
+  MPI_Comm comm = PMPI_Comm_f2c(static_cast<MPI_Fint>(mpiCommFortran));
   QCCL_CHECK(comm != MPI_COMM_NULL, ErrorCode::kInvalidArgument, "makeMpiTransport: null MPI communicator");
   return std::make_unique<MpiTransport>(comm);
 }
