@@ -1,6 +1,11 @@
 // The C API (qccl/qccl.h) over the C++ core. Every entry point catches everything: an exception
 // never crosses the C boundary, it becomes a qcclResult_t plus a last-error text stored both
 // per communicator and per thread (a failed init has no communicator to hold its message).
+//
+// Threads (the contract is in qccl.h): calls on one communicator hold its call lock; abort,
+// stats, size, rank and last-error reads take no call lock, so a watchdog thread can always reach
+// them. qcclCommAbort raises the communicator's abort flag first (the running call's waits see
+// it within milliseconds and return), then takes the call lock, tells the peers and frees.
 #include "qccl/qccl.h"
 
 #include <climits>
@@ -16,6 +21,7 @@
 
 #include "core/communicator.hpp"
 #include "core/config.hpp"
+#include "core/options.hpp"
 #include "qccl/codec.hpp"
 #include "qccl/error.hpp"
 #include "transport/transport.hpp"
@@ -37,6 +43,7 @@
 
 struct qcclComm {
   std::unique_ptr<qccl::Communicator> core;
+  std::mutex callMu;  // held by every call that uses the core's collective state
   mutable std::mutex errorMu;
   std::string lastError;
 };
@@ -99,7 +106,7 @@ qccl::CodecId codecFromInt(int v, const char* what) {
 }
 
 qccl::Algo algoFromInt(int v, const char* what) {
-  if (v < qcclAlgoAuto || v > qcclAlgoAllgather)
+  if (v < 0 || v >= static_cast<int>(qccl::Algo::kCount))
     invalid(std::string(what) + " = " + std::to_string(v) + " is not a qcclAlgo_t");
   return static_cast<qccl::Algo>(v);
 }
@@ -116,18 +123,25 @@ int enumValue(const E& e) {
 
 qccl::DataType dtypeFromC(const qcclDataType_t& t) {
   int v = enumValue(t);
-  if (v != qcclFloat32 && v != qcclFloat16 && v != qcclBfloat16)
+  if (v < 0 || v >= static_cast<int>(qccl::DataType::kCount))
     invalid("datatype = " + std::to_string(v) + " is not a qcclDataType_t");
   return static_cast<qccl::DataType>(v);
 }
 
-size_t dtypeBytes(qccl::DataType t) { return t == qccl::DataType::kFloat32 ? 4 : 2; }
-
 qccl::RedOp opFromC(const qcclRedOp_t& op) {
   int v = enumValue(op);
-  if (v != qcclSum && v != qcclAvg) invalid("op = " + std::to_string(v) + " is not a qcclRedOp_t");
+  if (v < 0 || v >= static_cast<int>(qccl::RedOp::kCount))
+    invalid("op = " + std::to_string(v) + " is not a qcclRedOp_t");
   return static_cast<qccl::RedOp>(v);
 }
+
+static_assert(sizeof(qcclUniqueId) == sizeof(qccl::UniqueId), "the C and internal unique ids are the same bytes");
+qccl::UniqueId idFromC(const qcclUniqueId& c) {
+  qccl::UniqueId id;
+  std::memcpy(id.internal, c.internal, sizeof id.internal);
+  return id;
+}
+void idToC(const qccl::UniqueId& id, qcclUniqueId* c) { std::memcpy(c->internal, id.internal, sizeof c->internal); }
 
 // The one place where qcclConfig_t and qccl::Options meet, both directions.
 void optionsToConfig(const qccl::Options& o, qcclConfig_t* c) {
@@ -145,6 +159,7 @@ void optionsToConfig(const qccl::Options& o, qcclConfig_t* c) {
   c->warmupCalls = o.warmupCalls;
   c->algo = static_cast<int>(o.algo);
   c->errorFeedback = o.errorFeedback ? 1 : 0;
+  c->maxResidualBytes = o.maxResidualBytes;
 }
 
 qccl::Options configToOptions(const qcclConfig_t* c) {
@@ -165,9 +180,11 @@ qccl::Options configToOptions(const qcclConfig_t* c) {
   o.codec.seed = c->seed;
   qccl::validateConfig(o.codec);
   o.minCompressBytes = c->minCompressBytes;
-  if (c->chunkBytes < 4) invalid("config->chunkBytes = " + std::to_string(c->chunkBytes) + " is below 4");
+  if (c->chunkBytes < 4 || c->chunkBytes > qccl::kMaxChunkBytes)
+    invalid("config->chunkBytes = " + std::to_string(c->chunkBytes) + " is not in 4 .. 1 GiB");
   o.chunkBytes = c->chunkBytes;
-  if (c->pipelineDepth < 1) invalid("config->pipelineDepth = " + std::to_string(c->pipelineDepth) + " is below 1");
+  if (c->pipelineDepth < 1 || c->pipelineDepth > qccl::kMaxPipelineDepth)
+    invalid("config->pipelineDepth = " + std::to_string(c->pipelineDepth) + " is not in 1..64");
   o.pipelineDepth = c->pipelineDepth;
   if (!(c->timeoutSec > 0.0)) invalid("config->timeoutSec = " + std::to_string(c->timeoutSec) + " must be positive");
   o.timeoutSec = c->timeoutSec;
@@ -175,6 +192,8 @@ qccl::Options configToOptions(const qcclConfig_t* c) {
   o.warmupCalls = c->warmupCalls;
   o.algo = algoFromInt(c->algo, "config->algo");
   o.errorFeedback = c->errorFeedback != 0;
+  o.maxResidualBytes = c->maxResidualBytes;
+  qccl::validate(o);
   return o;
 }
 
@@ -237,8 +256,15 @@ const char* qcclGetErrorString(qcclResult_t result) {
 
 const char* qcclGetLastError(qcclComm_t comm) {
   if (comm == nullptr) return tlsLastError.c_str();
-  std::lock_guard<std::mutex> lock(comm->errorMu);
-  return comm->lastError.c_str();
+  // A copy owned by this thread: the communicator's text may change under another thread's call.
+  thread_local std::string copy;
+  try {
+    std::lock_guard<std::mutex> lock(comm->errorMu);
+    copy = comm->lastError;
+  } catch (...) {
+    copy.clear();
+  }
+  return copy.c_str();
 }
 
 qcclResult_t qcclGetVersion(int* version) {
@@ -259,7 +285,9 @@ qcclResult_t qcclGetUniqueId(qcclUniqueId* uniqueId) {
   return guarded(nullptr, "qcclGetUniqueId", [&] {
     if (uniqueId == nullptr) invalid("uniqueId is NULL");
 #if QCCL_C_WITH_UCX
-    qccl::getUniqueId(uniqueId);
+    qccl::UniqueId id;
+    qccl::getUniqueId(&id);
+    idToC(id, uniqueId);
 #else
     throw qccl::Error(ErrorCode::kInvalidUsage, "qccl was built without the UCX transport");
 #endif
@@ -272,7 +300,9 @@ qcclResult_t qcclUniqueIdFromAddress(qcclUniqueId* uniqueId, const char* host, i
     if (host == nullptr || host[0] == '\0') invalid("host is NULL or empty");
     if (port <= 0 || port > 65535) invalid("port = " + std::to_string(port) + " is not in 1..65535");
 #if QCCL_C_WITH_UCX
-    qccl::uniqueIdFromAddress(uniqueId, host, port);
+    qccl::UniqueId id;
+    qccl::uniqueIdFromAddress(&id, host, port);
+    idToC(id, uniqueId);
 #else
     throw qccl::Error(ErrorCode::kInvalidUsage, "qccl was built without the UCX transport");
 #endif
@@ -288,7 +318,7 @@ qcclResult_t qcclCommInitRank(qcclComm_t* comm, int nranks, qcclUniqueId commId,
       invalid("rank = " + std::to_string(rank) + " is not in 0.." + std::to_string(nranks - 1));
     qccl::Options opts = configToOptions(config);
 #if QCCL_C_WITH_UCX
-    auto transport = qccl::makeUcxTransport(commId, nranks, rank, opts.timeoutSec);
+    auto transport = qccl::makeUcxTransport(idFromC(commId), nranks, rank, opts.timeoutSec);
     *comm = wrap(std::make_unique<qccl::Communicator>(std::move(transport), opts)).release();
 #else
     (void)commId;
@@ -346,6 +376,7 @@ qcclResult_t qcclCommInitLoopback(qcclComm_t* comms, int nranks, const qcclConfi
 qcclResult_t qcclCommDestroy(qcclComm_t comm) {
   return guarded(nullptr, "qcclCommDestroy", [&] {
     if (comm == nullptr) invalid("comm is NULL");
+    { std::lock_guard<std::mutex> wait(comm->callMu); }  // a running call returns first
     delete comm;
   });
 }
@@ -353,7 +384,11 @@ qcclResult_t qcclCommDestroy(qcclComm_t comm) {
 qcclResult_t qcclCommAbort(qcclComm_t comm) {
   return guarded(nullptr, "qcclCommAbort", [&] {
     if (comm == nullptr) invalid("comm is NULL");
-    if (comm->core) comm->core->abort("qcclCommAbort called by the application");
+    if (comm->core) comm->core->requestAbort();  // lock-free: ends a running call's waits
+    {
+      std::lock_guard<std::mutex> lock(comm->callMu);
+      if (comm->core) comm->core->abort("qcclCommAbort called by the application");
+    }
     delete comm;
   });
 }
@@ -385,13 +420,54 @@ qcclResult_t qcclCommGetStats(const qcclComm_t comm, qcclStats_t* stats) {
     stats->residualBytes = s.residualBytes;
     stats->stagingBytes = s.stagingBytes;
     stats->peakStagingBytes = s.peakStagingBytes;
+    stats->tensors = s.tensors;
+    stats->evictions = s.evictions;
+    stats->peakResidualBytes = s.peakResidualBytes;
   });
 }
 
 qcclResult_t qcclTensorRelease(qcclComm_t comm, uint64_t id) {
   return guarded(comm, "qcclTensorRelease", [&] {
     requireComm(comm);
+    std::lock_guard<std::mutex> lock(comm->callMu);
     comm->core->releaseTensor(id);
+  });
+}
+
+qcclResult_t qcclTensorStateSave(qcclComm_t comm, uint64_t id, void* buf, size_t* bytes) {
+  return guarded(comm, "qcclTensorStateSave", [&] {
+    requireComm(comm);
+    if (bytes == nullptr) invalid("bytes is NULL");
+    std::vector<uint8_t> record;
+    {
+      std::lock_guard<std::mutex> lock(comm->callMu);
+      record = comm->core->saveTensorState(id);
+    }
+    if (buf != nullptr) {
+      if (*bytes < record.size())
+        invalid("buffer of " + std::to_string(*bytes) + " bytes is smaller than the record's " +
+                std::to_string(record.size()));
+      if (!record.empty()) std::memcpy(buf, record.data(), record.size());
+    }
+    *bytes = record.size();
+  });
+}
+
+qcclResult_t qcclTensorStateLoad(qcclComm_t comm, uint64_t id, const void* buf, size_t bytes, int device) {
+  return guarded(comm, "qcclTensorStateLoad", [&] {
+    requireComm(comm);
+    if (buf == nullptr && bytes > 0) invalid("buf is NULL");
+    std::lock_guard<std::mutex> lock(comm->callMu);
+    comm->core->loadTensorState(id, buf, bytes, device != 0);
+  });
+}
+
+qcclResult_t qcclTensorStateScale(qcclComm_t comm, uint64_t id, float factor, int* found) {
+  return guarded(comm, "qcclTensorStateScale", [&] {
+    requireComm(comm);
+    std::lock_guard<std::mutex> lock(comm->callMu);
+    bool had = comm->core->scaleTensorState(id, factor);
+    if (found != nullptr) *found = had ? 1 : 0;
   });
 }
 
@@ -405,6 +481,7 @@ qcclResult_t qcclAllreduce(const void* sendbuff, void* recvbuff, size_t count, q
     if (count > 0 && sendbuff == nullptr) invalid("sendbuff is NULL with count > 0");
     if (count > 0 && recvbuff == nullptr) invalid("recvbuff is NULL with count > 0");
     qccl::TensorOpts t = tensorOptsFromC(opts);
+    std::lock_guard<std::mutex> lock(comm->callMu);
     comm->core->allreduce(sendbuff, recvbuff, count, dt, rop, t, stream);
   });
 }
@@ -423,11 +500,12 @@ qcclResult_t qcclAllgather(const void* sendbuff, void* recvbuff, size_t sendcoun
     if (sendcount > 0) {
       auto* s = static_cast<const char*>(sendbuff);
       auto* r = static_cast<const char*>(recvbuff);
-      size_t bytes = sendcount * dtypeBytes(dt);
+      size_t bytes = sendcount * qccl::elementBytes(dt);
       if (s < r + bytes * n && r < s + bytes && s != r + bytes * static_cast<size_t>(comm->core->rank()))
         invalid("sendbuff overlaps recvbuff but is not recvbuff + rank * sendcount");
     }
     qccl::TensorOpts t = tensorOptsFromC(opts);
+    std::lock_guard<std::mutex> lock(comm->callMu);
     comm->core->allgather(sendbuff, recvbuff, sendcount, dt, t, stream);
   });
 }

@@ -17,10 +17,10 @@ namespace qccl {
 /// How to encode. Stateless: the same config and input always give the same bytes.
 struct CodecConfig {
   CodecId codec = CodecId::kFp32;
-  int bits = 0;               ///< 0 = the codec's default (maxmin: 4); maxmin takes 2, 4 or 8
-  uint32_t bucket = 512;      ///< elements per bucket; a multiple of 32 in [32, kMaxBucket]
-  bool stochastic = false;    ///< maxmin only: stochastic rounding instead of nearest
-  uint64_t seed = 0;          ///< stochastic rounding key (Philox4x32-10)
+  int bits = 0;             ///< 0 = the codec's default (maxmin: 4); maxmin takes 2, 4 or 8
+  uint32_t bucket = 512;    ///< elements per bucket; a multiple of 32 in [32, kMaxBucket]
+  bool stochastic = false;  ///< maxmin only: stochastic rounding instead of nearest
+  uint64_t seed = 0;        ///< stochastic rounding key (Philox4x32-10)
 };
 
 /// Per-call encode parameters.
@@ -72,6 +72,11 @@ WireInfo decode(const void* in, size_t bytes, float* out, size_t n);
 
 /// out[0..n) += decode(in), fused. Same validation as decode.
 WireInfo decodeAdd(const void* in, size_t bytes, float* out, size_t n);
+
+/// decode (add = false) or decodeAdd (add = true) of bytes that parseWire() already validated:
+/// `info` must be parseWire's result for these bytes. Skips the second parse; still checks
+/// info.count == n (Error kMismatch).
+void decodeParsed(const WireInfo& info, const void* in, float* out, size_t n, bool add);
 
 /// "fp32", "fp16", "bf16", "onebit", "signscale", "maxmin", "dyn8".
 const char* codecName(CodecId id) noexcept;

@@ -4,6 +4,22 @@
  * qcclGetLastError(comm) returns the message of the most recent error on that communicator
  * (or of this thread, for a null comm).
  *
+ * Threads:
+ *   - Calls on one communicator (collectives, qcclTensor*) are serialized by the library: a call
+ *     made while another thread's call on the same communicator runs waits for it. Every rank must
+ *     still issue the same collectives in the same order, so issuing them from several threads at
+ *     once is only safe when the application orders them itself.
+ *   - Different communicators may be used from different threads at the same time (over MPI this
+ *     needs MPI_THREAD_MULTIPLE, as any concurrent use of MPI does).
+ *   - qcclCommAbort, qcclCommGetStats, qcclCommCount, qcclCommUserRank and qcclGetLastError may be
+ *     called from any thread at any time, also while another thread is inside a collective on the
+ *     same communicator: qcclCommAbort makes that collective return qcclCommFailed within
+ *     milliseconds (the watchdog pattern), tells the peers, then frees the communicator.
+ *   - qcclCommDestroy waits for a running call on the communicator to return; using the handle
+ *     after qcclCommDestroy or qcclCommAbort returned is an error of the application.
+ *   - A communicator that failed (timeout, dead peer, mismatch, abort) stays failed; destroy it and
+ *     create a new one (an elastic restart in the same process works).
+ *
  * Quick start over MPI:
  *   qcclComm_t comm;
  *   qcclCommInitMpi(&comm, MPI_COMM_WORLD, NULL);            // qccl/qccl_mpi.h
@@ -88,6 +104,11 @@ typedef enum {
  *    QCCL_WARMUP       warmupCalls      first N calls per tensor uncompressed (default 0)
  *    QCCL_ALGO         algo             auto|ring|sra|allgather (default auto)
  *    QCCL_ERROR_FEEDBACK errorFeedback  0|1 (default 1)
+ *    QCCL_MAX_RESIDUAL_BYTES maxResidualBytes  cap on per-tensor state, 0 = none (default 0)
+ *  Read elsewhere, also only in src/core/config.cc:
+ *    QCCL_CPU_ISA      cap on the CPU codec kernels: scalar|avx2|avx512 (default: the best present)
+ *    QCCL_SOCKET_IFNAME interface whose IPv4 address goes into a unique id (default: first up,
+ *                      non-loopback one)
  */
 typedef struct {
   size_t structSize; /**< sizeof(qcclConfig_t), set by qcclConfigInit */
@@ -103,11 +124,20 @@ typedef struct {
   int warmupCalls;
   int algo; /**< qcclAlgo_t */
   int errorFeedback;
+  /** Cap in bytes on the per-tensor state (residuals + bookkeeping); 0 = none. Beyond it the least
+   *  recently used tensors lose their state, with a one-time warning on stderr. */
+  size_t maxResidualBytes;
 } qcclConfig_t;
 
-/** Per-call tensor options. id keys the error-feedback state (with the element count). */
+/** Per-call tensor options.
+ *  id: the caller's stable id of the tensor, the same on every rank (like its name). It keys the
+ *  error-feedback state; a new element count for a known id replaces that state. Every message of
+ *  a call carries a tag derived from the id, so ranks that call tensors in a different order fail
+ *  with qcclMismatch instead of mixing them. id 0 means "no id": such a call keeps no state, so a
+ *  lossy codec with error feedback refuses it with qcclInvalidUsage (set an id, or set
+ *  QCCL_ERROR_FEEDBACK=0); uncompressed and fp16/bf16-ring calls need no id. */
 typedef struct {
-  uint64_t id; /**< caller's stable tensor id */
+  uint64_t id; /**< caller's stable tensor id; 0 = none */
   int codec;   /**< qcclCodec_t; qcclCodecDefault = the communicator's */
   int bits;    /**< 0 = the communicator's */
   int algo;    /**< qcclAlgo_t; -1 = the communicator's */
@@ -131,10 +161,14 @@ typedef struct {
   uint64_t residualBytes; /**< error-feedback memory held now */
   uint64_t stagingBytes;  /**< staging buffers held now */
   uint64_t peakStagingBytes;
+  uint64_t tensors;           /**< tensor ids that hold state now */
+  uint64_t evictions;         /**< states dropped by maxResidualBytes so far */
+  uint64_t peakResidualBytes; /**< largest residualBytes so far */
 } qcclStats_t;
 
 const char* qcclGetErrorString(qcclResult_t result);
-/** Message of the last error on comm (or of this thread when comm is NULL); "" if none. */
+/** Message of the last error on comm (or of this thread when comm is NULL); "" if none. The text
+ *  is a copy owned by the calling thread, valid until its next qcclGetLastError call. */
 const char* qcclGetLastError(qcclComm_t comm);
 qcclResult_t qcclGetVersion(int* version);
 
@@ -153,15 +187,32 @@ qcclResult_t qcclCommInitMpiFortran(qcclComm_t* comm, int64_t mpiCommF, const qc
 /** `nranks` communicators in this process, comms[i] to be used by thread i (tests, examples). */
 qcclResult_t qcclCommInitLoopback(qcclComm_t* comms, int nranks, const qcclConfig_t* config);
 
-/** Frees the communicator and its per-tensor state. */
+/** Frees the communicator and its per-tensor state (after a running call on it returned). */
 qcclResult_t qcclCommDestroy(qcclComm_t comm);
-/** Marks the communicator failed, tells the peers (best effort), then frees it. */
+/** Marks the communicator failed, tells the peers (best effort), then frees it. Callable from any
+ *  thread, also while another thread is inside a collective on comm: that collective returns
+ *  qcclCommFailed within milliseconds, and qcclCommAbort returns after it. */
 qcclResult_t qcclCommAbort(qcclComm_t comm);
 qcclResult_t qcclCommCount(const qcclComm_t comm, int* count);
 qcclResult_t qcclCommUserRank(const qcclComm_t comm, int* rank);
 qcclResult_t qcclCommGetStats(const qcclComm_t comm, qcclStats_t* stats);
-/** Frees the error-feedback state of tensor `id` (all element counts). */
+/** Frees the error-feedback state of tensor `id`. */
 qcclResult_t qcclTensorRelease(qcclComm_t comm, uint64_t id);
+
+/** The error-feedback state of tensor `id` (residuals and call count) as a record for a checkpoint.
+ *  With buf == NULL, *bytes receives the record's size (0 when the tensor has no state). Otherwise
+ *  *bytes is the capacity of buf on input (qcclInvalidArgument when too small) and the record's
+ *  size on output. A record only fits the same rank of a communicator of the same size. */
+qcclResult_t qcclTensorStateSave(qcclComm_t comm, uint64_t id, void* buf, size_t* bytes);
+/** Replaces the state of tensor `id` by a record from qcclTensorStateSave (validated: a malformed
+ *  record is qcclMalformed, one of another rank or size qcclInvalidArgument). The tensor's next call
+ *  must use the record's element count, else its state starts from zero. `device` != 0 places the
+ *  residuals in device memory (for a tensor whose calls pass device buffers). */
+qcclResult_t qcclTensorStateLoad(qcclComm_t comm, uint64_t id, const void* buf, size_t bytes, int device);
+/** Multiplies the residuals of tensor `id` by `factor` (finite). Residuals are kept in the units of
+ *  the tensor: when a mixed-precision loss scale changes from S to S', scale them by S'/S.
+ *  *found (may be NULL) is set to 1 when the tensor had state, else 0. */
+qcclResult_t qcclTensorStateScale(qcclComm_t comm, uint64_t id, float factor, int* found);
 
 /** recvbuff[i] = op over ranks of sendbuff[i]. In place when sendbuff == recvbuff. opts may be NULL
  *  (id 0, the communicator's codec). stream is a cudaStream_t for device buffers, else NULL.

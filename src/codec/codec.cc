@@ -92,18 +92,17 @@ cpu::BucketCtx makeCtx(const CodecConfig& cfg, uint64_t rngOffset) {
 
 namespace cpu {
 
-WireInfo decodeWith(const Kernels& k, const void* in, size_t bytes, float* out, size_t n, bool add) {
-  WireInfo info = parseWire(in, bytes);
+void decodeParsedWith(const Kernels& k, const WireInfo& info, const void* in, float* out, size_t n, bool add) {
   if (info.count != n)
     QCCL_THROW(ErrorCode::kMismatch,
                "wire: count " + std::to_string(info.count) + " but the caller expects " + std::to_string(n));
   QCCL_CHECK(out != nullptr || n == 0, ErrorCode::kInvalidArgument, "decode: null output");
-  if (n == 0) return info;
+  if (n == 0) return;
   const uint8_t* payload = static_cast<const uint8_t*>(in) + kWireHeaderBytes;
   const CodecConfig& cfg = info.cfg;
   if (isCast(cfg.codec)) {
     k.castDecode[static_cast<int>(cfg.codec)](payload, n, out, add);
-    return info;
+    return;
   }
   BucketCtx ctx = makeCtx(cfg, 0);
   BucketDecodeFn fn = k.bucketDecode[static_cast<int>(cfg.codec)];
@@ -112,6 +111,11 @@ WireInfo decodeWith(const Kernels& k, const void* in, size_t bytes, float* out, 
     fn(ctx, payload, m, out + base, add);
     payload += math::bucketBlockBytes(cfg.codec, cfg.bits, m);
   }
+}
+
+WireInfo decodeWith(const Kernels& k, const void* in, size_t bytes, float* out, size_t n, bool add) {
+  WireInfo info = parseWire(in, bytes);
+  decodeParsedWith(k, info, in, out, n, add);
   return info;
 }
 
@@ -241,6 +245,10 @@ WireInfo decode(const void* in, size_t bytes, float* out, size_t n) {
 
 WireInfo decodeAdd(const void* in, size_t bytes, float* out, size_t n) {
   return cpu::decodeWith(cpu::activeKernels(), in, bytes, out, n, true);
+}
+
+void decodeParsed(const WireInfo& info, const void* in, float* out, size_t n, bool add) {
+  cpu::decodeParsedWith(cpu::activeKernels(), info, in, out, n, add);
 }
 
 const char* codecName(CodecId id) noexcept {

@@ -1,11 +1,13 @@
 // Chooses the CPU kernels once per process: the best ISA the CPU supports, capped by QCCL_CPU_ISA.
-#include <cstdlib>
 #include <cstring>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
 
+#include <string>
+
 #include "codec/cpu_kernels.hpp"
+#include "core/config.hpp"
 
 namespace qccl {
 namespace cpu {
@@ -48,8 +50,8 @@ const Kernels* byRank(int rank) {
 const Kernels& choose() {
   int cap = 2;
   // An unknown QCCL_CPU_ISA value is ignored rather than fatal: it only ever lowers the choice.
-  if (const char* env = std::getenv("QCCL_CPU_ISA"))
-    if (isaRank(env) >= 0) cap = isaRank(env);
+  const std::string want = env::cpuIsaCap();
+  if (!want.empty() && isaRank(want.c_str()) >= 0) cap = isaRank(want.c_str());
   for (int r = cap; r > 0; --r)
     if (const Kernels* k = byRank(r)) return *k;
   return scalarKernels();

@@ -1,53 +1,34 @@
 // Communicator: the C++ core that the C API, the Python bindings and the benchmarks call.
-// Owns one Transport, the Options, the per-tensor error-feedback state and the staging buffers.
+// It owns one Transport, the Options, the per-tensor state (tensor_state.hpp), the plans and the
+// executor, and runs one code path for host and device buffers over a MemorySpace.
+//
+// Threads: one thread at a time may call the collectives and the tensor-state functions of a
+// communicator (the C API serializes callers with a lock). requestAbort() and stats() may be called
+// from any thread at any time, also while a collective runs: requestAbort() only raises a flag
+// that every wait of the running call polls, and stats() reads counters published atomically.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
+#include <vector>
 
-#include "qccl/codec.hpp"
+#include "core/options.hpp"
 #include "transport/transport.hpp"
 
 namespace qccl {
-
-enum class DataType : int { kFloat32 = 0, kFloat16 = 1, kBfloat16 = 2 };
-enum class RedOp : int { kSum = 0, kAvg = 1 };
-/// Allreduce algorithms. kAuto picks (rule kept in Communicator::Impl::pickAlgo, communicator.cc):
-/// codec fp32, or fewer than Options::minCompressBytes of fp32 data -> fp32 ring; fp16/bf16 -> ring
-/// with that cast; other codecs -> sra on 3+ ranks, allgather on 1-2 ranks. kRing takes only the
-/// casts (fp32/fp16/bf16) and has no error feedback; sra and allgather take every codec.
-enum class Algo : int { kAuto = 0, kRing = 1, kSra = 2, kAllgather = 3 };
-
-/// Communicator options. Defaults here; optionsFromEnv() applies QCCL_* overrides (config.hpp).
-struct Options {
-  CodecConfig codec;                   ///< default codec for tensors that do not name one (fp32)
-  size_t minCompressBytes = 64 << 10;  ///< auto: tensors smaller than this go uncompressed
-  size_t chunkBytes = 4 << 20;         ///< pipeline chunk size in fp32 bytes
-  int pipelineDepth = 2;               ///< chunks in flight per peer
-  double timeoutSec = 300.0;           ///< any single wait
-  int warmupCalls = 0;                 ///< first N calls of each tensor are sent uncompressed
-  Algo algo = Algo::kAuto;
-  bool errorFeedback = true;
-};
-
-/// Per-call tensor options.
-struct TensorOpts {
-  uint64_t id = 0;               ///< stable caller id; (id, count) keys the error-feedback state
-  std::optional<CodecId> codec;  ///< default: Options::codec.codec
-  int bits = 0;                  ///< 0: Options::codec.bits
-  std::optional<Algo> algo;      ///< default: Options::algo
-};
 
 struct CommStats {
   uint64_t bytesSent = 0;
   uint64_t bytesReceived = 0;
   uint64_t calls = 0;
-  uint64_t residualBytes = 0;
-  uint64_t stagingBytes = 0;
+  uint64_t residualBytes = 0;  ///< per-tensor state held now (residuals + bookkeeping)
+  uint64_t stagingBytes = 0;   ///< staging and scratch held now
   uint64_t peakStagingBytes = 0;
+  uint64_t tensors = 0;    ///< tensor ids with state
+  uint64_t evictions = 0;  ///< states dropped by Options::maxResidualBytes
+  uint64_t peakResidualBytes = 0;
 };
 
 class Communicator {
@@ -64,19 +45,32 @@ class Communicator {
 
   /// recv[i] = op over ranks of send[i]; in place when send == recv. `stream` is a cudaStream_t for
   /// device buffers (QCCL_HAVE_CUDA), else null. Results are bit-identical on every rank.
-  /// Throws Error; after a timeout or a peer's failure the communicator is failed and every later
-  /// call throws Error(kCommFailed).
+  /// Throws Error; argument errors leave the communicator usable, every other failure marks it
+  /// failed (peers are told at once) and every later call throws Error(kCommFailed).
   void allreduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, const TensorOpts& opts,
                  void* stream = nullptr);
   /// recv[r * sendCount + i] = rank r's send[i] (decoded values when the codec is lossy).
   void allgather(const void* send, void* recv, size_t sendCount, DataType dtype, const TensorOpts& opts,
                  void* stream = nullptr);
 
-  /// Frees the error-feedback state of every tensor with this id.
+  /// Frees the per-tensor state of `id`.
   void releaseTensor(uint64_t id);
-  /// Marks the communicator failed and tells the peers (best effort). Never throws.
+  /// The state of `id` as a record for a checkpoint (empty when it has none); see TensorStateStore.
+  std::vector<uint8_t> saveTensorState(uint64_t id) const;
+  /// Replaces the state of `id` by a record of saveTensorState() of the same rank, in the memory
+  /// space of the tensor's next calls (`device`: device memory).
+  void loadTensorState(uint64_t id, const void* data, size_t bytes, bool device = false);
+  /// Multiplies the residuals of `id` by `factor`; false when `id` has no state.
+  bool scaleTensorState(uint64_t id, float factor);
+
+  /// Thread-safe: makes the running collective (if any) end with Error(kCommFailed) and fails
+  /// the communicator; the thread running it tells the peers. Returns at once.
+  void requestAbort() noexcept;
+  /// Marks the communicator failed and tells the peers (best effort). Never throws. Not
+  /// concurrent with a collective (see requestAbort).
   void abort(const std::string& reason) noexcept;
   bool failed() const;
+  /// Thread-safe.
   CommStats stats() const;
 
  private:

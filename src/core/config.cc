@@ -1,5 +1,11 @@
-// QCCL_* environment overrides. This file and the qcclConfig_t comment in qccl.h list the same
-// variables; keep them in sync.
+// Every QCCL_* environment variable qccl reads, parsed here and nowhere else. This file, the
+// qcclConfig_t comment in qccl.h and the README's table list the same variables; keep them in sync.
+//
+//   QCCL_CODEC, QCCL_BITS, QCCL_BUCKET, QCCL_STOCHASTIC, QCCL_SEED    Options::codec
+//   QCCL_MIN_COMPRESS, QCCL_CHUNK_BYTES, QCCL_PIPELINE, QCCL_TIMEOUT  Options (sizes, time)
+//   QCCL_WARMUP, QCCL_ALGO, QCCL_ERROR_FEEDBACK, QCCL_MAX_RESIDUAL_BYTES
+//   QCCL_CPU_ISA        cap on the CPU codec kernels (env::cpuIsaCap, read once by the dispatcher)
+//   QCCL_SOCKET_IFNAME  interface of the UCX bootstrap address (env::socketIfname)
 #include "core/config.hpp"
 
 #include <cerrno>
@@ -87,9 +93,13 @@ Options optionsFromEnv(Options base) {
   if ((v = std::getenv("QCCL_SEED")) != nullptr)
     o.codec.seed = parseUnsigned("QCCL_SEED", v, 0, UINT64_MAX, "an unsigned 64-bit integer");
   if ((v = std::getenv("QCCL_MIN_COMPRESS")) != nullptr) o.minCompressBytes = parseBytes("QCCL_MIN_COMPRESS", v, 0);
-  if ((v = std::getenv("QCCL_CHUNK_BYTES")) != nullptr) o.chunkBytes = parseBytes("QCCL_CHUNK_BYTES", v, 1);
+  if ((v = std::getenv("QCCL_CHUNK_BYTES")) != nullptr) {
+    o.chunkBytes = parseBytes("QCCL_CHUNK_BYTES", v, sizeof(float));
+    if (o.chunkBytes > kMaxChunkBytes) badValue("QCCL_CHUNK_BYTES", v, "a byte count from 4 to 1G");
+  }
   if ((v = std::getenv("QCCL_PIPELINE")) != nullptr)
-    o.pipelineDepth = static_cast<int>(parseUnsigned("QCCL_PIPELINE", v, 1, 64, "an integer in [1, 64]"));
+    o.pipelineDepth =
+        static_cast<int>(parseUnsigned("QCCL_PIPELINE", v, 1, kMaxPipelineDepth, "an integer in [1, 64]"));
   if ((v = std::getenv("QCCL_TIMEOUT")) != nullptr) o.timeoutSec = parsePositiveSeconds("QCCL_TIMEOUT", v);
   if ((v = std::getenv("QCCL_WARMUP")) != nullptr)
     o.warmupCalls = static_cast<int>(parseUnsigned("QCCL_WARMUP", v, 0, INT32_MAX, "a non-negative integer"));
@@ -101,6 +111,9 @@ Options optionsFromEnv(Options base) {
     }
   }
   if ((v = std::getenv("QCCL_ERROR_FEEDBACK")) != nullptr) o.errorFeedback = parseBool("QCCL_ERROR_FEEDBACK", v);
+  if ((v = std::getenv("QCCL_MAX_RESIDUAL_BYTES")) != nullptr)
+    o.maxResidualBytes = parseBytes("QCCL_MAX_RESIDUAL_BYTES", v, 0);
+  validate(o);
   return o;
 }
 
@@ -112,6 +125,35 @@ Algo parseAlgoName(const std::string& name) {
   QCCL_THROW(ErrorCode::kInvalidArgument, "unknown algorithm '" + name + "' (expected auto|ring|sra|allgather)");
 }
 
+void validate(const Options& o) {
+  validateConfig(o.codec);
+  // Checked for every codec: a tensor may later name a bucketed codec the default does not.
+  QCCL_CHECK(o.codec.bucket >= 32 && o.codec.bucket <= kMaxBucket && o.codec.bucket % 32 == 0,
+             ErrorCode::kInvalidArgument, "options: bucket must be a multiple of 32 in [32, 65536]");
+  QCCL_CHECK(o.chunkBytes >= sizeof(float) && o.chunkBytes <= kMaxChunkBytes, ErrorCode::kInvalidArgument,
+             "options: chunkBytes must be in [4, 1 GiB], got " + std::to_string(o.chunkBytes));
+  QCCL_CHECK(o.pipelineDepth >= 1 && o.pipelineDepth <= kMaxPipelineDepth, ErrorCode::kInvalidArgument,
+             "options: pipelineDepth must be in [1, 64], got " + std::to_string(o.pipelineDepth));
+  QCCL_CHECK(o.timeoutSec > 0.0 && std::isfinite(o.timeoutSec), ErrorCode::kInvalidArgument,
+             "options: timeoutSec must be a positive number of seconds");
+  QCCL_CHECK(o.warmupCalls >= 0, ErrorCode::kInvalidArgument, "options: warmupCalls must be >= 0");
+  QCCL_CHECK(isValid(o.algo), ErrorCode::kInvalidArgument, "options: unknown algorithm");
+}
+
+namespace env {
+
+std::string cpuIsaCap() {
+  const char* v = std::getenv("QCCL_CPU_ISA");
+  return v != nullptr ? std::string(v) : std::string();
+}
+
+std::string socketIfname() {
+  const char* v = std::getenv("QCCL_SOCKET_IFNAME");
+  return v != nullptr ? std::string(v) : std::string();
+}
+
+}  // namespace env
+
 const char* algoName(Algo a) noexcept {
   switch (a) {
     case Algo::kAuto:
@@ -122,6 +164,8 @@ const char* algoName(Algo a) noexcept {
       return "sra";
     case Algo::kAllgather:
       return "allgather";
+    case Algo::kCount:
+      break;
   }
   return "unknown";
 }

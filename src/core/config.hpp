@@ -1,16 +1,28 @@
-// Options defaults and QCCL_* environment overrides, parsed in this one place.
+// Configuration: every QCCL_* environment variable qccl reads is parsed in config.cc, and nowhere
+// else. This header is a leaf (options.hpp and the standard library only), so every layer may ask
+// it, the codec and transport layers included.
 #pragma once
 
-#include "core/communicator.hpp"
+#include <string>
+
+#include "core/options.hpp"
 
 namespace qccl {
 
-/// Returns `base` with every QCCL_* variable that is set applied (see qccl.h for the list).
-/// Throws Error(kInvalidArgument) naming the variable on a malformed value.
+/// Returns `base` with every QCCL_* variable that is set applied (qccl.h lists them), validated.
+/// Throws Error(kInvalidArgument) naming the variable on a malformed or out-of-range value.
 Options optionsFromEnv(Options base = {});
 
 /// Parses "auto", "ring", "sra", "allgather". Throws Error(kInvalidArgument).
 Algo parseAlgoName(const std::string& name);
 const char* algoName(Algo a) noexcept;
+
+namespace env {
+/// QCCL_CPU_ISA: the best CPU kernel family the codecs may use, "scalar", "avx2" or "avx512";
+/// empty when unset. An unknown value is ignored (it could only lower the choice).
+std::string cpuIsaCap();
+/// QCCL_SOCKET_IFNAME: the interface whose IPv4 address goes into a unique id; empty when unset.
+std::string socketIfname();
+}  // namespace env
 
 }  // namespace qccl

@@ -1,11 +1,12 @@
-// CUDA builds: device pointers are detected with cudaPointerGetAttributes; chunks are encoded and
-// decoded by the CUDA codecs on the caller's stream, and only wire bytes cross PCIe.
+// CUDA builds: the device memory space (see device_path.hpp for the device and stream discipline).
+// Compiled and linked in CI; it has not run on a GPU in this project's CI (no GPU there).
 #include "core/device_path.hpp"
 
 #include <cuda_runtime.h>
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "qccl/cuda_codec.hpp"
 #include "qccl/error.hpp"
@@ -20,7 +21,28 @@ void check(cudaError_t e, const char* what) {
 
 cudaStream_t asStream(void* s) { return static_cast<cudaStream_t>(s); }
 
-// Grow-only raw device allocation.
+// Selects `device` for the scope and restores the previous one.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    check(cudaGetDevice(&prev_), "cudaGetDevice");
+    if (prev_ != device) {
+      check(cudaSetDevice(device), "cudaSetDevice");
+    } else {
+      prev_ = -1;
+    }
+  }
+  ~DeviceGuard() {
+    if (prev_ >= 0) cudaSetDevice(prev_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = -1;
+};
+
+// Grow-only raw device allocation on the current device.
 class DeviceBytes {
  public:
   ~DeviceBytes() {
@@ -42,44 +64,211 @@ class DeviceBytes {
   size_t bytes_ = 0;
 };
 
-class CudaChunkOps : public ChunkOps {
- public:
-  void setStream(void* s) { stream_ = s; }
+// Everything qccl keeps on one device: its stream, the events that order it against callers, and
+// grow-only buffers.
+struct PerDevice {
+  explicit PerDevice(int dev) : device(dev) {
+    DeviceGuard g(device);
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    check(cudaEventCreateWithFlags(&before, cudaEventDisableTiming), "cudaEventCreate");
+    check(cudaEventCreateWithFlags(&after, cudaEventDisableTiming), "cudaEventCreate");
+  }
+  ~PerDevice() {
+    int prev = -1;
+    cudaGetDevice(&prev);
+    cudaSetDevice(device);
+    cudaStreamSynchronize(stream);
+    if (pinned != nullptr) cudaFreeHost(pinned);
+    cudaEventDestroy(before);
+    cudaEventDestroy(after);
+    cudaStreamDestroy(stream);
+    if (prev >= 0) cudaSetDevice(prev);
+  }
+  PerDevice(const PerDevice&) = delete;
+  PerDevice& operator=(const PerDevice&) = delete;
 
+  void sync() { check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (qccl stream)"); }
+
+  float* pinnedFloats(size_t n) {
+    if (n > pinnedN || pinned == nullptr) {
+      if (pinned != nullptr) cudaFreeHost(pinned);
+      pinned = nullptr;
+      pinnedN = 0;
+      check(cudaMallocHost(reinterpret_cast<void**>(&pinned), (n ? n : 1) * sizeof(float)), "cudaMallocHost");
+      pinnedN = n;
+    }
+    return pinned;
+  }
+
+  size_t bytesHeld() const {
+    return workspace.size() + encodeWire.size() + decodeWire.size() + scratch[0].size() + scratch[1].size() +
+           pinnedN * sizeof(float);
+  }
+
+  int device;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t before = nullptr, after = nullptr;
+  DeviceBytes workspace, encodeWire, decodeWire, scratch[2];
+  float* pinned = nullptr;
+  size_t pinnedN = 0;
+};
+
+// A residual array on one device, zeroed in order on qccl's stream.
+class DeviceArray final : public FloatArray {
+ public:
+  DeviceArray(PerDevice* dev, size_t n) : dev_(dev), n_(n) {
+    DeviceGuard g(dev_->device);
+    check(cudaMalloc(reinterpret_cast<void**>(&ptr_), (n ? n : 1) * sizeof(float)), "cudaMalloc residual");
+    check(cudaMemsetAsync(ptr_, 0, (n ? n : 1) * sizeof(float), dev_->stream), "cudaMemsetAsync residual");
+  }
+  ~DeviceArray() override {
+    int prev = -1;
+    cudaGetDevice(&prev);
+    cudaSetDevice(dev_->device);
+    cudaFree(ptr_);  // implicitly waits for the work that uses it
+    if (prev >= 0) cudaSetDevice(prev);
+  }
+  float* data() override { return ptr_; }
+  size_t size() const override { return n_; }
+  void toHost(float* out) const override {
+    DeviceGuard g(dev_->device);
+    check(cudaMemcpyAsync(out, ptr_, n_ * sizeof(float), cudaMemcpyDeviceToHost, dev_->stream), "residual D2H");
+    dev_->sync();
+  }
+  void fromHost(const float* in) override {
+    DeviceGuard g(dev_->device);
+    check(cudaMemcpyAsync(ptr_, in, n_ * sizeof(float), cudaMemcpyHostToDevice, dev_->stream), "residual H2D");
+    dev_->sync();
+  }
+  void scale(float factor) override {
+    DeviceGuard g(dev_->device);
+    cuda::scale(ptr_, n_, factor, dev_->stream);
+    dev_->sync();
+  }
+
+ private:
+  PerDevice* dev_;
+  float* ptr_ = nullptr;
+  size_t n_;
+};
+
+class DeviceSpace final : public MemorySpace, private ChunkOps {
+ public:
+  bool isDevice() const override { return true; }
+
+  void begin(const void* ptr, void* stream) override {
+    cudaPointerAttributes attr{};
+    check(cudaPointerGetAttributes(&attr, ptr), "cudaPointerGetAttributes");
+    check(cudaGetDevice(&prevDevice_), "cudaGetDevice");
+    if (prevDevice_ != attr.device) check(cudaSetDevice(attr.device), "cudaSetDevice");
+    cur_ = perDevice(attr.device);
+    caller_ = asStream(stream);
+    check(cudaEventRecord(cur_->before, caller_), "cudaEventRecord (caller stream)");
+    check(cudaStreamWaitEvent(cur_->stream, cur_->before, 0), "cudaStreamWaitEvent (qccl stream)");
+  }
+
+  void end() noexcept override {
+    if (cur_ == nullptr) return;
+    if (cudaEventRecord(cur_->after, cur_->stream) == cudaSuccess) cudaStreamWaitEvent(caller_, cur_->after, 0);
+    if (prevDevice_ >= 0 && prevDevice_ != cur_->device) cudaSetDevice(prevDevice_);
+    cur_ = nullptr;
+    prevDevice_ = -1;
+  }
+
+  std::unique_ptr<FloatArray> newArray(size_t n) override { return std::make_unique<DeviceArray>(current(), n); }
+  float* scratch(int index, size_t n) override {
+    return static_cast<float*>(current()->scratch[index & 1].get(n * sizeof(float)));
+  }
+  void toFloat(const void* in, DataType t, float* out, size_t n) override {
+    const uint16_t* h = static_cast<const uint16_t*>(in);
+    if (t == DataType::kFloat16) {
+      cuda::halfToFloat(h, out, n, current()->stream);
+    } else {
+      cuda::bf16ToFloat(h, out, n, current()->stream);
+    }
+  }
+  void fromFloat(const float* in, DataType t, void* out, size_t n) override {
+    uint16_t* h = static_cast<uint16_t*>(out);
+    if (t == DataType::kFloat16) {
+      cuda::floatToHalf(in, h, n, current()->stream);
+    } else {
+      cuda::floatToBf16(in, h, n, current()->stream);
+    }
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0 || dst == src) return;
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, current()->stream), "cudaMemcpyAsync D2D");
+  }
+  void scale(float* d, size_t n, float s) override { cuda::scale(d, n, s, current()->stream); }
+  ChunkOps* ops() override { return this; }
+
+  float* hostView(float* work, size_t n) override {
+    PerDevice* dev = current();
+    float* host = dev->pinnedFloats(n);
+    check(cudaMemcpyAsync(host, work, n * sizeof(float), cudaMemcpyDeviceToHost, dev->stream), "D2H");
+    dev->sync();
+    return host;
+  }
+  void fromHostView(float* work, const float* host, size_t n) override {
+    check(cudaMemcpyAsync(work, host, n * sizeof(float), cudaMemcpyHostToDevice, current()->stream), "H2D");
+  }
+
+  size_t bytesHeld() const override {
+    size_t b = 0;
+    for (const auto& d : devs_)
+      if (d) b += d->bytesHeld();
+    return b;
+  }
+
+ private:
+  // ChunkOps: encode into a device wire buffer, copy the bytes to the host slot, and wait for them
+  // on qccl's stream only.
   size_t encode(const CodecConfig& cfg, const float* src, float* residual, size_t n, void* out, size_t capacity,
                 const EncodeParams& params) override {
+    PerDevice* dev = current();
     size_t wsBytes = cuda::encodeWorkspaceBytes(cfg, n);
-    void* ws = workspace_.get(wsBytes);
-    void* wire = encodeWire_.get(capacity);
-    size_t bytes = cuda::encode(cfg, src, residual, n, wire, capacity, params, ws, wsBytes, stream_);
-    check(cudaMemcpyAsync(out, wire, bytes, cudaMemcpyDeviceToHost, asStream(stream_)), "cudaMemcpyAsync D2H");
-    check(cudaStreamSynchronize(asStream(stream_)), "cudaStreamSynchronize");
+    void* ws = dev->workspace.get(wsBytes);
+    void* wire = dev->encodeWire.get(capacity);
+    size_t bytes = cuda::encode(cfg, src, residual, n, wire, capacity, params, ws, wsBytes, dev->stream);
+    check(cudaMemcpyAsync(out, wire, bytes, cudaMemcpyDeviceToHost, dev->stream), "cudaMemcpyAsync D2H");
+    dev->sync();
     return bytes;
   }
 
   void decode(const WireInfo& info, const void* in, float* dst, size_t n, bool add) override {
-    void* wire = decodeWire_.get(info.totalBytes);
-    check(cudaMemcpyAsync(wire, in, info.totalBytes, cudaMemcpyHostToDevice, asStream(stream_)), "cudaMemcpyAsync H2D");
+    PerDevice* dev = current();
+    void* wire = dev->decodeWire.get(info.totalBytes);
+    check(cudaMemcpyAsync(wire, in, info.totalBytes, cudaMemcpyHostToDevice, dev->stream), "cudaMemcpyAsync H2D");
     if (add) {
-      cuda::decodeAdd(info, wire, dst, n, stream_);
+      cuda::decodeAdd(info, wire, dst, n, dev->stream);
     } else {
-      cuda::decode(info, wire, dst, n, stream_);
+      cuda::decode(info, wire, dst, n, dev->stream);
     }
-    // The host slot is reposted for the next receive as soon as this returns.
-    check(cudaStreamSynchronize(asStream(stream_)), "cudaStreamSynchronize");
+    dev->sync();  // the host slot is reposted for the next receive as soon as this returns
   }
 
-  size_t bytesHeld() const { return workspace_.size() + encodeWire_.size() + decodeWire_.size(); }
+  PerDevice* current() {
+    QCCL_CHECK(cur_ != nullptr, ErrorCode::kInternalError, "device space used outside begin()/end()");
+    return cur_;
+  }
 
- private:
-  void* stream_ = nullptr;
-  DeviceBytes workspace_, encodeWire_, decodeWire_;
+  PerDevice* perDevice(int device) {
+    QCCL_CHECK(device >= 0, ErrorCode::kInvalidArgument, "device buffer on an unknown device");
+    if (devs_.size() <= static_cast<size_t>(device)) devs_.resize(static_cast<size_t>(device) + 1);
+    if (!devs_[device]) devs_[device] = std::make_unique<PerDevice>(device);
+    return devs_[device].get();
+  }
+
+  std::vector<std::unique_ptr<PerDevice>> devs_;
+  PerDevice* cur_ = nullptr;
+  cudaStream_t caller_ = nullptr;
+  int prevDevice_ = -1;
 };
 
 }  // namespace
 
 bool isDevicePointer(const void* p) {
-  if (p == nullptr) return false;
+  if (p == nullptr || !cuda::deviceAvailable()) return false;
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
     cudaGetLastError();  // a plain host pointer must not leave a sticky error behind
@@ -96,73 +285,7 @@ void* pinnedAlloc(size_t bytes) {
 
 void pinnedFree(void* p) { cudaFreeHost(p); }
 
-DeviceArray::~DeviceArray() {
-  if (ptr_ != nullptr) cudaFree(ptr_);
-}
-DeviceArray::DeviceArray(DeviceArray&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-DeviceArray& DeviceArray::operator=(DeviceArray&& o) noexcept {
-  if (this != &o) {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-    ptr_ = std::exchange(o.ptr_, nullptr);
-    n_ = std::exchange(o.n_, 0);
-  }
-  return *this;
-}
-float* DeviceArray::ensure(size_t n) {
-  if (n == n_ && ptr_ != nullptr) return ptr_;
-  if (ptr_ != nullptr) cudaFree(ptr_);
-  ptr_ = nullptr;
-  n_ = 0;
-  check(cudaMalloc(reinterpret_cast<void**>(&ptr_), (n ? n : 1) * sizeof(float)), "cudaMalloc residual");
-  check(cudaMemset(ptr_, 0, (n ? n : 1) * sizeof(float)), "cudaMemset residual");
-  n_ = n;
-  return ptr_;
-}
-
-struct DeviceContext::Impl {
-  CudaChunkOps ops;
-  DeviceBytes buffers[2];
-};
-
-DeviceContext::DeviceContext() : impl_(std::make_unique<Impl>()) {}
-DeviceContext::~DeviceContext() = default;
-
-ChunkOps* DeviceContext::ops(void* stream) {
-  impl_->ops.setStream(stream);
-  return &impl_->ops;
-}
-
-float* DeviceContext::buffer(int index, size_t n) {
-  return static_cast<float*>(impl_->buffers[index].get(n * sizeof(float)));
-}
-
-void DeviceContext::toFloat(const void* in, DataType t, float* out, size_t n, void* stream) {
-  const uint16_t* h = static_cast<const uint16_t*>(in);
-  if (t == DataType::kFloat16) {
-    cuda::halfToFloat(h, out, n, stream);
-  } else {
-    cuda::bf16ToFloat(h, out, n, stream);
-  }
-}
-
-void DeviceContext::fromFloat(const float* in, DataType t, void* out, size_t n, void* stream) {
-  uint16_t* h = static_cast<uint16_t*>(out);
-  if (t == DataType::kFloat16) {
-    cuda::floatToHalf(in, h, n, stream);
-  } else {
-    cuda::floatToBf16(in, h, n, stream);
-  }
-}
-
-void DeviceContext::copy(void* dst, const void* src, size_t bytes, void* stream) {
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, asStream(stream)), "cudaMemcpyAsync D2D");
-}
-
-void DeviceContext::scale(float* d, size_t n, float s, void* stream) { cuda::scale(d, n, s, stream); }
-
-size_t DeviceContext::bytesHeld() const {
-  return impl_->ops.bytesHeld() + impl_->buffers[0].size() + impl_->buffers[1].size();
-}
+std::unique_ptr<MemorySpace> makeDeviceSpace() { return std::make_unique<DeviceSpace>(); }
 
 }  // namespace device
 }  // namespace qccl

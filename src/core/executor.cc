@@ -9,22 +9,12 @@
 namespace qccl {
 namespace {
 
-// Same back-off as waitAll: yield for a while, then let the transport sleep briefly so that ranks
-// sharing a core (threads, --oversubscribe) do not starve each other.
-constexpr int kSpinRounds = 64;
-
-Clock::time_point deadlineFrom(double seconds) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
-
-void waitOne(Transport& t, Request& req, double timeoutSec, const char* what) {
-  Clock::time_point deadline = deadlineFrom(timeoutSec);
-  for (int round = 0;; ++round) {
-    t.progress();
-    if (req.test()) return;
-    pollOrThrow(t, deadline, what);
-    t.idle(round < kSpinRounds ? std::chrono::microseconds(0) : std::chrono::microseconds(50));
-  }
+WaitSpec waitSpec(const ExecParams& p, const char* what) {
+  WaitSpec w;
+  w.deadline = deadlineIn(p.timeoutSec);
+  w.what = what;
+  w.cancel = p.cancel;
+  return w;
 }
 
 // Chunk k of a range. An empty range still has one (empty) chunk: its header-only message lets
@@ -40,10 +30,13 @@ Range chunkOf(const Range& r, size_t chunkElems, size_t k) {
   return Range{b, std::min(r.end, b + chunkElems)};
 }
 
-// Tags only need to tell apart the streams of one call: messages between two ranks with the same
-// tag are matched in order, and the header's seq catches calls that got out of step.
-uint32_t makeTag(int step, size_t chunk) {
-  return (static_cast<uint32_t>(step & 0xff) << 16) | static_cast<uint32_t>(chunk & 0xffff);
+// The tag of chunk k of step s (see executor.hpp): the chunk's low 7 bits (a stream has at most
+// kMaxPipelineDepth = 64 chunks in flight), the step above them, folded into the tag limit.
+constexpr uint32_t kChunkTagBits = 7;
+uint32_t makeTag(int step, size_t chunk, uint32_t tagLimit) {
+  const uint32_t steps = tagLimit >> kChunkTagBits;  // >= 255 with MPI's guaranteed tag range
+  return ((static_cast<uint32_t>(step) % steps) << kChunkTagBits) |
+         static_cast<uint32_t>(chunk & ((1u << kChunkTagBits) - 1));
 }
 
 uint64_t splitmix64(uint64_t x) {
@@ -60,22 +53,28 @@ uint64_t rngOffsetFor(uint32_t seq, int rank, int step, size_t begin) {
       seq ^ splitmix64(static_cast<uint64_t>(rank) ^ splitmix64(static_cast<uint64_t>(step) ^ splitmix64(begin))));
 }
 
-WireInfo checkHeader(const uint8_t* buf, size_t bytes, const ExecParams& p, size_t n, int peer, int me) {
-  WireInfo info = parseWire(buf, bytes);
+// Strings are built only on the error path: a received chunk allocates nothing.
+[[noreturn]] void headerMismatch(const WireInfo& info, const ExecParams& p, size_t n, int peer, int me) {
   std::string from = "rank " + std::to_string(me) + ": message from rank " + std::to_string(peer) + ": ";
   if (info.seq != p.seq)
-    QCCL_THROW(ErrorCode::kMismatch, from + "belongs to call " + std::to_string(info.seq) +
-                                         " but this rank is in call " + std::to_string(p.seq) +
-                                         " (collectives called in a different order)");
-  if (info.cfg.codec != p.codec.codec || info.cfg.bits != p.codec.bits || info.cfg.bucket != p.codec.bucket ||
-      info.cfg.stochastic != p.codec.stochastic)
-    QCCL_THROW(ErrorCode::kMismatch, from + "codec " + codecName(info.cfg.codec) + "/" + std::to_string(info.cfg.bits) +
-                                         " bits/bucket " + std::to_string(info.cfg.bucket) + " but this rank uses " +
-                                         codecName(p.codec.codec) + "/" + std::to_string(p.codec.bits) +
-                                         " bits/bucket " + std::to_string(p.codec.bucket));
+    QCCL_THROW(ErrorCode::kMismatch, from + "belongs to another call (tag " + std::to_string(info.seq) + " against " +
+                                         std::to_string(p.seq) +
+                                         "): the ranks called their collectives in a different order or with "
+                                         "different tensor ids");
   if (info.count != n)
     QCCL_THROW(ErrorCode::kMismatch, from + "holds " + std::to_string(info.count) + " elements but this rank expects " +
                                          std::to_string(n) + " (element counts differ across ranks)");
+  QCCL_THROW(ErrorCode::kMismatch, from + "codec " + codecName(info.cfg.codec) + "/" + std::to_string(info.cfg.bits) +
+                                       " bits/bucket " + std::to_string(info.cfg.bucket) + " but this rank uses " +
+                                       codecName(p.codec.codec) + "/" + std::to_string(p.codec.bits) + " bits/bucket " +
+                                       std::to_string(p.codec.bucket));
+}
+
+WireInfo checkHeader(const uint8_t* buf, size_t bytes, const ExecParams& p, size_t n, int peer, int me) {
+  WireInfo info = parseWire(buf, bytes);
+  if (info.seq != p.seq || info.count != n || info.cfg.codec != p.codec.codec || info.cfg.bits != p.codec.bits ||
+      info.cfg.bucket != p.codec.bucket || info.cfg.stochastic != p.codec.stochastic)
+    headerMismatch(info, p, n, peer, me);
   return info;
 }
 
@@ -102,16 +101,8 @@ struct Executor::StepState {
 
   // Send slots hold exactly what this rank encodes.
   size_t sendCapacity(const Range& r) const { return encodedBytes(p->codec, C ? std::min(C, r.size()) : r.size()); }
-  // Receive slots hold any codec's encoding (fp32 is the largest) of up to twice the expected
-  // elements, so that a peer that disagrees on codec or count is caught by the header check
-  // (kMismatch) instead of a truncated receive: Open MPI 4.1's shared-memory single-copy path
-  // writes past the buffer of a truncated receive.
-  size_t recvCapacity(const Range& r) const {
-    size_t elems = 2 * r.size() + 4096;
-    if (C) elems = std::min(C, elems);
-    return std::max(encodedBytes(p->codec, elems), encodedBytes(fp32, elems));
-  }
-  CodecConfig fp32 = resolveConfig(CodecConfig{});
+  // Receive slots hold exactly one chunk of the expected encoding (see executor.hpp).
+  size_t recvCapacity(const Range& r) const { return encodedBytes(p->codec, C ? std::min(C, r.size()) : r.size()); }
 
   std::vector<SendGroup> groups;
   std::vector<int> selfGroup;
@@ -122,7 +113,7 @@ struct Executor::StepState {
   std::vector<RequestPtr> pending;
 
   // Drops every outstanding request (after a failure; the staging they point at stays alive).
-  void reset() {
+  void reset() noexcept {
     for (auto& v : sreq) v.clear();
     for (auto& r : rreq) r.reset();
     pending.clear();
@@ -185,27 +176,16 @@ uint8_t* Executor::slot(size_t index, size_t bytes) {
   return s.ptr;
 }
 
-void* Executor::extraBuffer(size_t index, size_t bytes) {
-  if (extra_.size() <= index) extra_.resize(index + 1);
-  std::vector<uint8_t>& s = extra_[index];
-  if (s.size() < bytes) {
-    accountStaging(bytes - s.size());
-    s.resize(bytes);
+void Executor::run(const Plan& plan, const float* src, float* dst, const ExecParams& params) {
+  if (plan.pipelineSteps) {
+    runSteps(plan, 0, plan.steps.size(), src, dst, params);
+  } else {
+    for (size_t s = 0; s < plan.steps.size(); ++s) runSteps(plan, s, s + 1, src, dst, params);
   }
-  return s.data();
 }
 
-void Executor::run(const Plan& plan, const float* src, float* dst, const ExecParams& params) {
-  try {
-    if (plan.pipelineSteps) {
-      runSteps(plan, 0, plan.steps.size(), src, dst, params);
-    } else {
-      for (size_t s = 0; s < plan.steps.size(); ++s) runSteps(plan, s, s + 1, src, dst, params);
-    }
-  } catch (...) {
-    for (auto& st : scratch_) st->reset();
-    throw;
-  }
+void Executor::abandon() noexcept {
+  for (auto& st : scratch_) st->reset();
 }
 
 // Runs steps [first, last) together, chunk round by chunk round: in round k every step sends its
@@ -252,7 +232,7 @@ void Executor::finishStep(StepState& S) {
     for (auto& rq : S.sreq[i]) S.pending.push_back(std::move(rq));
     S.sreq[i].clear();
   }
-  waitAll(t_, S.pending, deadlineFrom(S.p->timeoutSec), "send");
+  waitAll(t_, S.pending, waitSpec(*S.p, "send"));
   S.pending.clear();
 }
 
@@ -310,7 +290,7 @@ size_t Executor::prepareStep(StepState& S, size_t slotBase) {
 void Executor::postRecv(StepState& S, size_t r, size_t k) {
   const Transfer& tr = S.step->recvs[r];
   size_t i = r * S.D + k % S.D;
-  S.rreq[i] = t_.irecv(tr.peer, makeTag(S.si, k), S.rslot[i], S.recvCapacity(tr.range));
+  S.rreq[i] = t_.irecv(tr.peer, makeTag(S.si, k, t_.tagLimit()), S.rslot[i], S.recvCapacity(tr.range));
 }
 
 // Encodes chunk k of send group g once (after the slot's previous sends completed) and sends it
@@ -320,7 +300,7 @@ void Executor::sendChunk(StepState& S, size_t g, size_t k) {
   const SendGroup& grp = S.groups[g];
   std::vector<RequestPtr>& reqs = S.sreq[g * S.D + k % S.D];
   if (!reqs.empty()) {
-    waitAll(t_, reqs, deadlineFrom(p.timeoutSec), "send");
+    waitAll(t_, reqs, waitSpec(p, "send"));
     reqs.clear();
   }
   Range c = chunkOf(grp.range, S.C, k);
@@ -337,7 +317,7 @@ void Executor::sendChunk(StepState& S, size_t g, size_t k) {
                        : encode(p.codec, S.src + c.begin, res, c.size(), buf, cap, ep);
   S.gbytes[g] = bytes;
   for (int peer : grp.peers) {
-    reqs.push_back(t_.isend(peer, makeTag(S.si, k), buf, bytes));
+    reqs.push_back(t_.isend(peer, makeTag(S.si, k, t_.tagLimit()), buf, bytes));
     stats_.bytesSent += bytes;
   }
 }
@@ -356,7 +336,8 @@ void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
     bytes = S.gbytes[self];
   } else {
     RequestPtr& req = S.rreq[r * S.D + k % S.D];
-    waitOne(t_, *req, p.timeoutSec, "receive");
+    Request& one = *req;
+    waitUntil(t_, waitSpec(p, "receive"), [&](bool*) { return one.test(); });
     bytes = req->bytes();
     req.reset();
     stats_.bytesReceived += bytes;
@@ -368,10 +349,8 @@ void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
   bool add = !(op == RecvOp::kCopy || (op == RecvOp::kSum && first));
   if (p.ops) {
     p.ops->decode(info, buf, out, c.size(), add);
-  } else if (add) {
-    decodeAdd(buf, bytes, out, c.size());
   } else {
-    decode(buf, bytes, out, c.size());
+    decodeParsed(info, buf, out, c.size(), add);
   }
   if (self < 0 && k + S.D < chunksOf(tr.range, S.C)) postRecv(S, r, k + S.D);
 }

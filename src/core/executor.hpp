@@ -8,11 +8,22 @@
 // together round by round, so no step waits for the previous one to drain. Staging buffers belong
 // to the Executor and only grow, so repeated calls with the same shapes allocate nothing.
 //
+// Staging is sized for what the plan expects: a receive slot holds exactly the encoding of one
+// chunk of the expected codec and count. A longer message is refused by the transport (kMismatch)
+// without being written, a shorter one by the header check, so a disagreement between ranks is a
+// clean error without slots sized for the worst case.
+//
+// Tags: chunk k of step s travels under a tag built from s and k, folded into the transport's
+// tag limit (MPI guarantees only 32767 tags). Messages of one (peer, tag) are matched in order, so
+// a tag need only tell apart the streams that are in flight at once between two ranks: the steps
+// that run together and the `depth` chunks of a stream.
+//
 // Deadlock freedom: in round k a rank only waits for (a) its own sends of round k - depth, whose
 // receives every peer has posted once it finished round k - 1, and (b) messages of round k that
 // every peer sends before it waits for anything of round k; so the slowest rank can always move.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -40,14 +51,15 @@ class ChunkOps {
 
 /// Parameters of one collective call, identical on every rank.
 struct ExecParams {
-  CodecConfig codec;                ///< resolved (resolveConfig)
-  uint32_t seq = 0;                 ///< call counter, written into every header and checked on receipt
-  size_t chunkElems = 0;            ///< elements per chunk; 0 = one chunk per range
-  int depth = 2;                    ///< staging slots per message stream
-  double timeoutSec = 300;          ///< limit of every single wait
-  float* workerResidual = nullptr;  ///< indexed like the source; null = no error feedback
-  float* ownerResidual = nullptr;   ///< indexed from plan.ownerRange.begin; null = none
-  ChunkOps* ops = nullptr;          ///< null: CPU codec on host buffers
+  CodecConfig codec;                          ///< resolved (resolveConfig)
+  uint32_t seq = 0;                           ///< call counter, written into every header and checked on receipt
+  size_t chunkElems = 0;                      ///< elements per chunk; 0 = one chunk per range
+  int depth = 2;                              ///< staging slots per message stream
+  double timeoutSec = 300;                    ///< limit of every single wait
+  const std::atomic<bool>* cancel = nullptr;  ///< set from another thread to end the call (abort)
+  float* workerResidual = nullptr;            ///< indexed like the source; null = no error feedback
+  float* ownerResidual = nullptr;             ///< indexed from plan.ownerRange.begin; null = none
+  ChunkOps* ops = nullptr;                    ///< null: CPU codec on host buffers
 };
 
 struct ExecStats {
@@ -73,9 +85,13 @@ class Executor {
 
   /// Runs every step of `plan`: sends read `src`, receives write `dst` (they may be equal, as in
   /// an in-place allreduce: a step encodes chunk k of every send before it decodes chunk k).
-  /// Throws Error: kMismatch / kMalformed for a bad message (after telling the peers), kTimeout,
-  /// kRemoteError, kTransportError.
+  /// Throws Error: kMismatch / kMalformed for a bad message, kTimeout, kRemoteError,
+  /// kTransportError, kCommFailed (cancelled). After a throw the requests of the call are still
+  /// outstanding: the caller tells the peers first, then calls abandon().
   void run(const Plan& plan, const float* src, float* dst, const ExecParams& params);
+  /// Drops every request a failed run() left outstanding (the transport bounds the time it takes,
+  /// Transport::limitDrops). The staging they point at stays alive with the Executor.
+  void abandon() noexcept;
 
   /// Chunk size in elements for `chunkBytes` of fp32 under `codec` (a multiple of its bucket).
   static size_t chunkElemsFor(const CodecConfig& codec, size_t chunkBytes);
@@ -83,9 +99,6 @@ class Executor {
   const ExecStats& stats() const { return stats_; }
   /// Frees the staging slots and allocates later ones with `a`. Call between collectives only.
   void setHostAllocator(HostAllocator a);
-  /// Reserves (and keeps) a staging buffer of `bytes` bytes in slot `index` of the extra area,
-  /// used by the communicator for dtype conversions.
-  void* extraBuffer(size_t index, size_t bytes);
 
  private:
   struct StepState;
@@ -107,7 +120,6 @@ class Executor {
 
   HostAllocator alloc_;
   std::vector<Slot> slots_;
-  std::vector<std::vector<uint8_t>> extra_;
   std::vector<std::unique_ptr<StepState>> scratch_;  // one per step run together
   ExecStats stats_;
 };

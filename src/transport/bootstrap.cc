@@ -22,6 +22,7 @@
 #include <random>
 #include <thread>
 
+#include "core/config.hpp"
 #include "transport/transport.hpp"
 
 namespace qccl {
@@ -226,7 +227,8 @@ Fd listenOn(int port, int backlog) {
 }
 
 std::string pickHost() {
-  const char* want = std::getenv("QCCL_SOCKET_IFNAME");
+  const std::string wantName = env::socketIfname();
+  const char* want = wantName.c_str();
   ifaddrs* list = nullptr;
   if (::getifaddrs(&list) < 0) throwSys("getifaddrs", errno);
   std::string found;
@@ -246,7 +248,7 @@ std::string pickHost() {
   return found.empty() ? "127.0.0.1" : found;
 }
 
-void writeId(qcclUniqueId* id, const std::string& host, int port, uint64_t nonce) {
+void writeId(UniqueId* id, const std::string& host, int port, uint64_t nonce) {
   std::memset(id->internal, 0, sizeof id->internal);
   std::memcpy(id->internal, kIdMagic, sizeof kIdMagic);
   std::memcpy(id->internal + 8, &nonce, sizeof nonce);
@@ -389,7 +391,7 @@ std::vector<std::string> peerGather(const BootstrapAddress& a, int nranks, int r
 
 }  // namespace
 
-void getUniqueId(qcclUniqueId* id) {
+void getUniqueId(UniqueId* id) {
   QCCL_CHECK(id != nullptr, ErrorCode::kInvalidArgument, "getUniqueId: null id");
   std::string host = pickHost();
   Fd fd = makeSocket();
@@ -410,7 +412,7 @@ void getUniqueId(qcclUniqueId* id) {
   gReserved[ntohs(sa.sin_port)] = std::move(fd);
 }
 
-void uniqueIdFromAddress(qcclUniqueId* id, const char* host, int port) {
+void uniqueIdFromAddress(UniqueId* id, const char* host, int port) {
   QCCL_CHECK(id != nullptr && host != nullptr, ErrorCode::kInvalidArgument, "uniqueIdFromAddress: null argument");
   size_t len = std::strlen(host);
   QCCL_CHECK(len > 0 && len <= kMaxHost, ErrorCode::kInvalidArgument,
@@ -424,10 +426,10 @@ void uniqueIdFromAddress(qcclUniqueId* id, const char* host, int port) {
   writeId(id, host, port, h);
 }
 
-BootstrapAddress parseUniqueId(const qcclUniqueId& id) {
+BootstrapAddress parseUniqueId(const UniqueId& id) {
   const char* p = id.internal;
   QCCL_CHECK(std::memcmp(p, kIdMagic, sizeof kIdMagic) == 0, ErrorCode::kInvalidArgument,
-             "not a qccl unique id (bad magic): make it with qcclGetUniqueId or qcclUniqueIdFromAddress");
+             "not a qccl unique id (bad magic): make it with qcclGetUniqueId or UniqueIdFromAddress");
   BootstrapAddress a;
   std::memcpy(&a.nonce, p + 8, sizeof a.nonce);
   uint16_t port = 0;
@@ -441,7 +443,7 @@ BootstrapAddress parseUniqueId(const qcclUniqueId& id) {
   return a;
 }
 
-BootstrapResult bootstrapConnect(const qcclUniqueId& id, int nranks, int rank, const std::string& local,
+BootstrapResult bootstrapConnect(const UniqueId& id, int nranks, int rank, const std::string& local,
                                  double timeoutSec) {
   QCCL_CHECK(nranks >= 1 && rank >= 0 && rank < nranks, ErrorCode::kInvalidArgument,
              "bootstrap: rank " + std::to_string(rank) + " is not in [0, nranks=" + std::to_string(nranks) + ")");
@@ -456,7 +458,7 @@ BootstrapResult bootstrapConnect(const qcclUniqueId& id, int nranks, int rank, c
   return out;
 }
 
-std::vector<std::string> bootstrapAllgather(const qcclUniqueId& id, int nranks, int rank, const std::string& local,
+std::vector<std::string> bootstrapAllgather(const UniqueId& id, int nranks, int rank, const std::string& local,
                                             double timeoutSec) {
   return bootstrapConnect(id, nranks, rank, local, timeoutSec).blobs;
 }

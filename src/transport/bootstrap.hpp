@@ -7,20 +7,24 @@
 #include <string>
 #include <vector>
 
-#include "qccl/qccl.h"
-
 namespace qccl {
+
+/// Opaque 128-byte id that lets ranks find each other without MPI. The C API's UniqueId has
+/// the same size and bytes; bindings/c converts between them, so this layer never sees qccl.h.
+struct UniqueId {
+  char internal[128];
+};
 
 /// Rank 0's side: an id naming this host and a free port, with a random 64-bit nonce. The host is
 /// the IPv4 address of the interface named by QCCL_SOCKET_IFNAME if set (Error(kInvalidArgument)
 /// when it has none), else of the first non-loopback interface that is up, else 127.0.0.1.
 /// The port is picked by the kernel and released again, so rank 0 can bind it later.
-void getUniqueId(qcclUniqueId* id);
+void getUniqueId(UniqueId* id);
 
 /// An id built from a known address alone (torchrun's MASTER_ADDR and a port): the same inputs
 /// give the same id, nonce included, on every rank. `host` is an IPv4 address or a host name of
 /// at most 100 characters; `port` in 1..65535. Bad input throws Error(kInvalidArgument).
-void uniqueIdFromAddress(qcclUniqueId* id, const char* host, int port);
+void uniqueIdFromAddress(UniqueId* id, const char* host, int port);
 
 /// The fields of an id; throws Error(kInvalidArgument) when `id` was not made by the functions above.
 struct BootstrapAddress {
@@ -28,7 +32,7 @@ struct BootstrapAddress {
   int port = 0;
   uint64_t nonce = 0;
 };
-BootstrapAddress parseUniqueId(const qcclUniqueId& id);
+BootstrapAddress parseUniqueId(const UniqueId& id);
 
 /// The bootstrap connections, kept open after the exchange so that ranks learn when a process
 /// dies: the kernel closes a dead process's sockets, and a connection that closes without a
@@ -67,11 +71,10 @@ struct BootstrapResult {
   std::vector<std::string> blobs;
   std::unique_ptr<BootstrapLinks> links;
 };
-BootstrapResult bootstrapConnect(const qcclUniqueId& id, int nranks, int rank, const std::string& local,
-                                 double timeoutSec);
+BootstrapResult bootstrapConnect(const UniqueId& id, int nranks, int rank, const std::string& local, double timeoutSec);
 
 /// bootstrapConnect() without the links (they say goodbye at once).
-std::vector<std::string> bootstrapAllgather(const qcclUniqueId& id, int nranks, int rank, const std::string& local,
+std::vector<std::string> bootstrapAllgather(const UniqueId& id, int nranks, int rank, const std::string& local,
                                             double timeoutSec);
 
 }  // namespace qccl

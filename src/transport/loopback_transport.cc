@@ -66,8 +66,8 @@ struct Group {
 void deliver(RecvState& st, int src, uint32_t tag, const void* data, size_t bytes) {
   if (bytes > st.capacity) {
     st.error = "qccl loopback transport: message from rank " + std::to_string(src) + " tag " + std::to_string(tag) +
-               " has " + std::to_string(bytes) + " bytes, more than the receive capacity of " +
-               std::to_string(st.capacity);
+               " has " + std::to_string(bytes) + " bytes, more than the " + std::to_string(st.capacity) +
+               " expected: the ranks disagree on the element count or the codec";
   } else {
     if (bytes > 0) std::memcpy(st.buf, data, bytes);
     st.bytes = bytes;
@@ -105,7 +105,7 @@ class RecvRequest final : public Request {
 
   bool test() override {
     if (!state_->ready.load(std::memory_order_acquire)) return false;
-    if (!state_->error.empty()) throw Error(ErrorCode::kTransportError, state_->error);
+    if (!state_->error.empty()) throw Error(ErrorCode::kMismatch, state_->error);
     return true;
   }
   size_t bytes() const override { return state_->bytes; }
@@ -141,7 +141,7 @@ class LoopbackTransport final : public Transport {
       ++box.events;
     }
     box.cv.notify_all();
-    return std::make_unique<SendRequest>(bytes);
+    return RequestPtr(new SendRequest(bytes));
   }
 
   RequestPtr irecv(int peer, uint32_t tag, void* buf, size_t capacity) override {
@@ -159,7 +159,7 @@ class LoopbackTransport final : public Transport {
     } else {
       box.posted.push_back(PostedRecv{peer, tag, state});
     }
-    return std::make_unique<RecvRequest>(group_, rank_, std::move(state));
+    return RequestPtr(new RecvRequest(group_, rank_, std::move(state)));
   }
 
   void idle(std::chrono::microseconds /*maxWait*/) override {

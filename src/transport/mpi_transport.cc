@@ -1,9 +1,19 @@
-// MPI transport: non-blocking point-to-point on a duplicated communicator. Abort notices travel on
-// a reserved tag (kMaxTag) and are caught by a standing receive from MPI_ANY_SOURCE.
+// MPI transport: non-blocking point-to-point on a duplicated communicator.
 //
 // Every MPI call goes to its PMPI_* entry point: an MPI profiling-interface tool loaded into the
 // process (qccl's own MPI_Allreduce interposer among them) must never see qccl's internal traffic,
 // and the interposer must never re-enter itself through qccl.
+//
+// Receives are matched with MPI_Improbe before any byte lands: a message longer than the
+// receive's capacity (a peer that disagrees on count or codec) is refused with kMismatch without
+// receiving it. Posting the receive directly would be simpler, but a truncated receive is not safe
+// to rely on (Open MPI 4.1's shared-memory single-copy path was seen writing past the buffer), and
+// it forced receive slots sized for the largest encoding of twice the expected count. Unmatched
+// receives wait in posting order; progress() probes them, each (peer, tag) in order, so MPI's
+// non-overtaking rule holds exactly as with posted receives.
+//
+// Tags: MPI guarantees only MPI_TAG_UB >= 32767. The largest tag is kept for abort notices, which a
+// standing receive from MPI_ANY_SOURCE catches; data tags are below it (tagLimit()).
 #include "transport/mpi_transport.hpp"
 
 #include <mpi.h>
@@ -19,9 +29,8 @@
 namespace qccl {
 namespace {
 
-constexpr int kAbortTag = static_cast<int>(kMaxTag);
-// How long dropping an unfinished request waits for MPI to let go of the caller's buffer before
-// handing the request to MPI_Request_free: longer for receives, which MPI would write into.
+// How long dropping an unfinished request waits for MPI to let go of the caller's buffer, unless
+// limitDrops() set an earlier bound: longer for receives, which MPI would write into.
 constexpr std::chrono::milliseconds kDropRecvWait{1000};
 constexpr std::chrono::milliseconds kDropSendWait{200};
 
@@ -43,13 +52,12 @@ std::string mpiErrorText(int rc) {
   throw Error(ErrorCode::kTransportError, "qccl mpi transport: " + what + ": " + mpiErrorText(rc));
 }
 
-// Gives a request that will not be waited for a short chance to finish, then hands it to MPI.
-// A cancelled receive completes at once; a send cannot always be cancelled (ob1), so MPI_Request_free
-// lets it finish in the background.
-void dropRequest(MPI_Request* req, std::chrono::milliseconds wait) {
+// Gives a request that will not be waited for a chance to finish until `until`, then hands it to
+// MPI. A cancelled receive completes at once; a send cannot always be cancelled (ob1), so
+// MPI_Request_free lets it finish in the background.
+void dropRequest(MPI_Request* req, Clock::time_point until) {
   if (*req == MPI_REQUEST_NULL || !mpiUsable()) return;
   PMPI_Cancel(req);
-  auto until = Clock::now() + wait;
   int flag = 0;
   while (Clock::now() < until) {
     if (PMPI_Test(req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag) break;
@@ -58,60 +66,85 @@ void dropRequest(MPI_Request* req, std::chrono::milliseconds wait) {
   if (*req != MPI_REQUEST_NULL) PMPI_Request_free(req);
 }
 
+class MpiTransport;
+
+// A send, a receive (matched lazily, see the file comment) or a non-blocking collective.
 class MpiRequest final : public Request {
  public:
-  MpiRequest(bool isRecv, int peer, uint32_t tag, size_t bytes)
-      : isRecv_(isRecv), peer_(peer), tag_(tag), bytes_(isRecv ? 0 : bytes) {}
-  /// A non-blocking collective (peer -1). MPI forbids cancelling or freeing one that is still
-  /// active, so an unfinished one is left to MPI (the communicator has failed by then).
-  /// `unfinished` counts the transport's collectives that have not completed.
-  MpiRequest(size_t bytes, std::shared_ptr<int> unfinished)
-      : isRecv_(false), peer_(-1), tag_(0), bytes_(bytes), unfinished_(std::move(unfinished)) {
-    ++*unfinished_;
-  }
-  ~MpiRequest() override {
-    if (peer_ >= 0) dropRequest(&req_, isRecv_ ? kDropRecvWait : kDropSendWait);
+  enum class Kind { kSend, kRecv, kCollective };
+
+  explicit MpiRequest(MpiTransport* owner) : owner_(owner) {}
+
+  void reset(Kind kind, int peer, uint32_t tag, void* buf, size_t bytes) {
+    kind_ = kind;
+    peer_ = peer;
+    tag_ = tag;
+    buf_ = buf;
+    capacity_ = bytes;
+    bytes_ = kind == Kind::kRecv ? 0 : bytes;
+    done_ = false;
+    matched_ = kind != Kind::kRecv;
+    error_.clear();
+    req_ = MPI_REQUEST_NULL;
   }
 
   MPI_Request* handle() { return &req_; }
+  bool matched() const { return matched_; }
+  int peer() const { return peer_; }
+  uint32_t tag() const { return tag_; }
 
-  bool test() override {
-    if (done_) return true;
+  // Tries to match this receive with MPI_Improbe; returns true once it is matched (or refused).
+  bool tryMatch(MPI_Comm comm) {
     int flag = 0;
+    MPI_Message msg = MPI_MESSAGE_NULL;
     MPI_Status st;
-    int rc = PMPI_Test(&req_, &flag, &st);
+    int rc = PMPI_Improbe(peer_, static_cast<int>(tag_), comm, &flag, &msg, &st);
     if (rc != MPI_SUCCESS) {
-      done_ = true;  // MPI completed (and freed) the failed request
-      if (unfinished_) --*unfinished_;
-      if (peer_ < 0) throwMpi(rc, "MPI_Iallreduce");
-      throwMpi(rc, std::string(isRecv_ ? "receive from" : "send to") + " rank " + std::to_string(peer_) + " tag " +
-                       std::to_string(tag_));
+      error_ = "MPI_Improbe from rank " + std::to_string(peer_) + ": " + mpiErrorText(rc);
+      matched_ = true;
+      return true;
     }
     if (!flag) return false;
-    done_ = true;
-    if (unfinished_) --*unfinished_;
-    if (isRecv_) {
-      int count = 0;
-      PMPI_Get_count(&st, MPI_BYTE, &count);
-      bytes_ = count < 0 ? 0 : static_cast<size_t>(count);
+    matched_ = true;
+    int count = 0;
+    PMPI_Get_count(&st, MPI_BYTE, &count);
+    if (count < 0 || static_cast<size_t>(count) > capacity_) {
+      // Left unreceived: the ranks disagree, the communicator fails, nothing more will be read.
+      mismatch_ = true;
+      error_ = "message from rank " + std::to_string(peer_) + " (tag " + std::to_string(tag_) + ") has " +
+               std::to_string(count) + " bytes, more than the " + std::to_string(capacity_) +
+               " expected: the ranks disagree on the element count or the codec";
+      return true;
     }
+    rc = PMPI_Imrecv(buf_, count, MPI_BYTE, &msg, &req_);
+    if (rc != MPI_SUCCESS) error_ = "MPI_Imrecv from rank " + std::to_string(peer_) + ": " + mpiErrorText(rc);
     return true;
   }
+
+  bool test() override;
   size_t bytes() const override { return bytes_; }
 
+ protected:
+  void release() noexcept override;
+
  private:
-  MPI_Request req_ = MPI_REQUEST_NULL;
-  bool isRecv_;
-  int peer_;
-  uint32_t tag_;
-  size_t bytes_;
+  MpiTransport* owner_;
+  Kind kind_ = Kind::kSend;
+  int peer_ = 0;
+  uint32_t tag_ = 0;
+  void* buf_ = nullptr;
+  size_t capacity_ = 0;
+  size_t bytes_ = 0;
   bool done_ = false;
-  std::shared_ptr<int> unfinished_;
+  bool matched_ = true;
+  bool mismatch_ = false;
+  std::string error_;  // set when matching failed; reported by test()
+  MPI_Request req_ = MPI_REQUEST_NULL;
 };
 
 class MpiTransport final : public Transport {
  public:
-  explicit MpiTransport(MPI_Comm user) {
+  MpiTransport(MPI_Comm user, const MpiTransportOptions& options) {
     int rc = PMPI_Comm_dup(user, &comm_);
     if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Comm_dup");
     PMPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -120,14 +153,18 @@ class MpiTransport final : public Transport {
     int* tagUb = nullptr;
     int flag = 0;
     PMPI_Comm_get_attr(comm_, MPI_TAG_UB, &tagUb, &flag);
-    if (!flag || tagUb == nullptr || *tagUb < kAbortTag) {
+    int ub = flag && tagUb != nullptr ? *tagUb : 0;
+    if (options.tagUpperBound > 0) ub = std::min(ub, options.tagUpperBound);
+    if (ub < static_cast<int>(kMinTagLimit)) {
       PMPI_Comm_free(&comm_);
-      throw Error(ErrorCode::kTransportError, "qccl mpi transport: MPI_TAG_UB is below " + std::to_string(kAbortTag) +
-                                                  ", too small for qccl's tags");
+      throw Error(ErrorCode::kTransportError, "qccl mpi transport: MPI_TAG_UB is " + std::to_string(ub) +
+                                                  ", below the 32767 the MPI standard guarantees");
     }
+    abortTag_ = ub;
+    tagLimit_ = static_cast<uint32_t>(std::min<int64_t>(ub, kMaxTag));
     abortIn_.resize(kAbortNoticeBytes);
-    rc = PMPI_Irecv(abortIn_.data(), static_cast<int>(kAbortNoticeBytes), MPI_BYTE, MPI_ANY_SOURCE, kAbortTag, comm_,
-                   &abortRecv_);
+    rc = PMPI_Irecv(abortIn_.data(), static_cast<int>(kAbortNoticeBytes), MPI_BYTE, MPI_ANY_SOURCE, abortTag_, comm_,
+                    &abortRecv_);
     if (rc != MPI_SUCCESS) {
       PMPI_Comm_free(&comm_);
       throwMpi(rc, "MPI_Irecv of the abort channel");
@@ -136,47 +173,57 @@ class MpiTransport final : public Transport {
 
   ~MpiTransport() override {
     if (!mpiUsable()) return;  // after MPI_Finalize nothing can be released any more
-    dropRequest(&abortRecv_, kDropRecvWait);
-    for (auto& r : abortSends_) dropRequest(&r, kDropSendWait);
-    // A collective abandoned by a timeout may still be running on the duplicate: freeing it under
-    // the collective would crash, so it is left to MPI_Finalize.
-    if (*unfinishedColls_ == 0) PMPI_Comm_free(&comm_);
+    dropRequest(&abortRecv_, dropDeadline(kDropRecvWait));
+    for (auto& r : abortSends_) dropRequest(&r, dropDeadline(kDropSendWait));
+    // A collective abandoned after a failure may still be running on the duplicate: freeing it
+    // under the collective would crash, so it is left to MPI_Finalize.
+    if (unfinishedColls_ == 0) PMPI_Comm_free(&comm_);
   }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* name() const override { return "mpi"; }
+  uint32_t tagLimit() const override { return tagLimit_; }
+  void limitDrops(Clock::time_point until) override { dropLimit_ = until; }
 
   RequestPtr isend(int peer, uint32_t tag, const void* buf, size_t bytes) override {
     checkArgs(peer, tag, buf, bytes, "isend");
-    auto req = std::make_unique<MpiRequest>(false, peer, tag, bytes);
+    RequestPtr out = acquire(MpiRequest::Kind::kSend, peer, tag, const_cast<void*>(buf), bytes);
+    auto* req = static_cast<MpiRequest*>(out.get());
     int rc = PMPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, peer, static_cast<int>(tag), comm_, req->handle());
     if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Isend to rank " + std::to_string(peer));
-    return req;
+    return out;
   }
 
   RequestPtr irecv(int peer, uint32_t tag, void* buf, size_t capacity) override {
     checkArgs(peer, tag, buf, capacity, "irecv");
-    auto req = std::make_unique<MpiRequest>(true, peer, tag, capacity);
-    int rc = PMPI_Irecv(buf, static_cast<int>(capacity), MPI_BYTE, peer, static_cast<int>(tag), comm_, req->handle());
-    if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Irecv from rank " + std::to_string(peer));
-    return req;
+    RequestPtr out = acquire(MpiRequest::Kind::kRecv, peer, tag, buf, capacity);
+    unmatched_.push_back(static_cast<MpiRequest*>(out.get()));
+    matchPending();
+    return out;
   }
+
+  void progress() override { matchPending(); }
+  bool hasNativeAllreduce() const override { return true; }
 
   RequestPtr iallreduceSum(const float* send, float* recv, size_t count) override {
     if (count > static_cast<size_t>(INT_MAX)) return nullptr;
-    auto req = std::make_unique<MpiRequest>(count * sizeof(float), unfinishedColls_);
+    RequestPtr out = acquire(MpiRequest::Kind::kCollective, -1, 0, recv, count * sizeof(float));
     const void* in = send == recv ? MPI_IN_PLACE : send;
-    int rc = PMPI_Iallreduce(in, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_, req->handle());
+    int rc = PMPI_Iallreduce(in, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_,
+                             static_cast<MpiRequest*>(out.get())->handle());
     if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Iallreduce");
-    return req;
+    ++unfinishedColls_;
+    return out;
   }
 
   RequestPtr iallreduceMin(int64_t* words, int n) override {
-    auto req = std::make_unique<MpiRequest>(static_cast<size_t>(n) * sizeof(int64_t), unfinishedColls_);
-    int rc = PMPI_Iallreduce(MPI_IN_PLACE, words, n, MPI_INT64_T, MPI_MIN, comm_, req->handle());
+    RequestPtr out = acquire(MpiRequest::Kind::kCollective, -1, 0, words, static_cast<size_t>(n) * sizeof(int64_t));
+    int rc = PMPI_Iallreduce(MPI_IN_PLACE, words, n, MPI_INT64_T, MPI_MIN, comm_,
+                             static_cast<MpiRequest*>(out.get())->handle());
     if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Iallreduce");
-    return req;
+    ++unfinishedColls_;
+    return out;
   }
 
   void sendAbort(ErrorCode code, const std::string& reason) noexcept override {
@@ -187,7 +234,7 @@ class MpiTransport final : public Transport {
       for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         MPI_Request r = MPI_REQUEST_NULL;
-        if (PMPI_Isend(abortOut_.data(), static_cast<int>(abortOut_.size()), MPI_BYTE, p, kAbortTag, comm_, &r) ==
+        if (PMPI_Isend(abortOut_.data(), static_cast<int>(abortOut_.size()), MPI_BYTE, p, abortTag_, comm_, &r) ==
             MPI_SUCCESS) {
           abortSends_.push_back(r);
         }
@@ -201,49 +248,149 @@ class MpiTransport final : public Transport {
     if (!abort_.have && abortRecv_ != MPI_REQUEST_NULL) {
       int flag = 0;
       MPI_Status st;
-      if (PMPI_Test(&abortRecv_, &flag, &st) == MPI_SUCCESS && flag) parseAbort(st);
+      if (PMPI_Test(&abortRecv_, &flag, &st) == MPI_SUCCESS && flag) {
+        int count = 0;
+        PMPI_Get_count(&st, MPI_BYTE, &count);
+        abort_.set(st.MPI_SOURCE, abortIn_.data(), count < 0 ? 0 : static_cast<size_t>(count));
+      }
     }
     return abort_.report(peer, code, reason);
   }
 
+  // --- used by MpiRequest ---
+  MPI_Comm comm() const { return comm_; }
+  Clock::time_point dropDeadline(std::chrono::milliseconds own) const {
+    return std::min(Clock::now() + own, dropLimit_);
+  }
+  void collectiveDone() { --unfinishedColls_; }
+  void forget(MpiRequest* r) {
+    auto it = std::find(unmatched_.begin(), unmatched_.end(), r);
+    if (it != unmatched_.end()) unmatched_.erase(it);
+  }
+  void recycle(MpiRequest* r) { pool_.emplace_back(r); }
+
+  // Probes the unmatched receives in posting order. A (peer, tag) whose oldest receive finds no
+  // message blocks its younger receives for this pass: they must not overtake it.
+  void matchPending() {
+    if (unmatched_.empty()) return;
+    blocked_.clear();
+    for (size_t i = 0; i < unmatched_.size();) {
+      MpiRequest* r = unmatched_[i];
+      const std::pair<int, uint32_t> key{r->peer(), r->tag()};
+      if (std::find(blocked_.begin(), blocked_.end(), key) == blocked_.end() && r->tryMatch(comm_)) {
+        unmatched_.erase(unmatched_.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+      blocked_.push_back(key);
+      ++i;
+    }
+  }
+
  private:
-  void parseAbort(const MPI_Status& st) {
-    int count = 0;
-    PMPI_Get_count(&st, MPI_BYTE, &count);
-    abort_.set(st.MPI_SOURCE, abortIn_.data(), count < 0 ? 0 : static_cast<size_t>(count));
+  RequestPtr acquire(MpiRequest::Kind kind, int peer, uint32_t tag, void* buf, size_t bytes) {
+    MpiRequest* r;
+    if (pool_.empty()) {
+      r = new MpiRequest(this);
+    } else {
+      r = pool_.back().release();
+      pool_.pop_back();
+    }
+    r->reset(kind, peer, tag, buf, bytes);
+    return RequestPtr(r);
   }
 
   void checkArgs(int peer, uint32_t tag, const void* buf, size_t bytes, const char* op) const {
     QCCL_CHECK(peer >= 0 && peer < size_, ErrorCode::kInvalidArgument,
                std::string("mpi ") + op + ": peer " + std::to_string(peer) + " out of range [0, " +
                    std::to_string(size_) + ")");
-    QCCL_CHECK(tag < kMaxTag, ErrorCode::kInvalidArgument,
-               std::string("mpi ") + op + ": tag " + std::to_string(tag) + " is reserved (>= kMaxTag)");
+    QCCL_CHECK(tag < tagLimit_, ErrorCode::kInvalidArgument,
+               std::string("mpi ") + op + ": tag " + std::to_string(tag) + " is not below tagLimit() " +
+                   std::to_string(tagLimit_));
     QCCL_CHECK(buf != nullptr || bytes == 0, ErrorCode::kInvalidArgument,
                std::string("mpi ") + op + ": null buffer with non-zero size");
     QCCL_CHECK(bytes <= static_cast<size_t>(INT_MAX), ErrorCode::kInvalidArgument,
                std::string("mpi ") + op + ": " + std::to_string(bytes) + " bytes exceed MPI's int count");
   }
 
+  struct PoolDeleter {
+    void operator()(MpiRequest* r) const;
+  };
+
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 0;
+  int abortTag_ = 0;
+  uint32_t tagLimit_ = 0;
   MPI_Request abortRecv_ = MPI_REQUEST_NULL;
   std::vector<char> abortIn_;
   std::vector<char> abortOut_;
   std::vector<MPI_Request> abortSends_;
-  std::shared_ptr<int> unfinishedColls_ = std::make_shared<int>(0);
+  int unfinishedColls_ = 0;
   bool abortSent_ = false;
+  Clock::time_point dropLimit_ = Clock::time_point::max();
+  std::vector<MpiRequest*> unmatched_;
+  std::vector<std::pair<int, uint32_t>> blocked_;
+  std::vector<std::unique_ptr<MpiRequest, PoolDeleter>> pool_;
   ReceivedAbort abort_;
 };
 
+// Recycled requests are deleted with the transport; they hold no MPI handle by then.
+void MpiTransport::PoolDeleter::operator()(MpiRequest* r) const { delete r; }
+
+bool MpiRequest::test() {
+  if (done_) return true;
+  if (!matched_) return false;
+  if (!error_.empty()) {
+    throw Error(mismatch_ ? ErrorCode::kMismatch : ErrorCode::kTransportError, "qccl mpi transport: " + error_);
+  }
+  int flag = 0;
+  MPI_Status st;
+  int rc = PMPI_Test(&req_, &flag, &st);
+  if (rc != MPI_SUCCESS) {
+    done_ = true;  // MPI completed (and freed) the failed request
+    if (kind_ == Kind::kCollective) {
+      owner_->collectiveDone();
+      throwMpi(rc, "MPI_Iallreduce");
+    }
+    throwMpi(rc, std::string(kind_ == Kind::kRecv ? "receive from" : "send to") + " rank " + std::to_string(peer_) +
+                     " tag " + std::to_string(tag_));
+  }
+  if (!flag) return false;
+  done_ = true;
+  if (kind_ == Kind::kCollective) owner_->collectiveDone();
+  if (kind_ == Kind::kRecv) {
+    int count = 0;
+    PMPI_Get_count(&st, MPI_BYTE, &count);
+    bytes_ = count < 0 ? 0 : static_cast<size_t>(count);
+  }
+  return true;
+}
+
+void MpiRequest::release() noexcept {
+  if (!matched_) owner_->forget(this);
+  if (!done_ && req_ != MPI_REQUEST_NULL) {
+    if (kind_ == Kind::kCollective) {
+      // MPI forbids cancelling or freeing an active collective: it is left to MPI, and the
+      // transport keeps its communicator (see ~MpiTransport). The object is not reused.
+      return;
+    }
+    dropRequest(&req_, owner_->dropDeadline(kind_ == Kind::kRecv ? kDropRecvWait : kDropSendWait));
+  }
+  req_ = MPI_REQUEST_NULL;
+  try {
+    owner_->recycle(this);
+  } catch (...) {
+    delete this;
+  }
+}
+
 }  // namespace
 
-TransportPtr makeMpiTransport(int64_t mpiCommFortran) {
+TransportPtr makeMpiTransport(int64_t mpiCommFortran, const MpiTransportOptions& options) {
   QCCL_CHECK(mpiUsable(), ErrorCode::kInvalidUsage, "makeMpiTransport: MPI is not initialized (or already finalized)");
   MPI_Comm comm = PMPI_Comm_f2c(static_cast<MPI_Fint>(mpiCommFortran));
   QCCL_CHECK(comm != MPI_COMM_NULL, ErrorCode::kInvalidArgument, "makeMpiTransport: null MPI communicator");
-  return std::make_unique<MpiTransport>(comm);
+  return std::make_unique<MpiTransport>(comm, options);
 }
 
 }  // namespace qccl

@@ -7,6 +7,13 @@
 
 namespace qccl {
 
+/// Knobs of the MPI transport (tests).
+struct MpiTransportOptions {
+  /// Use at most this MPI_TAG_UB (0: the library's own). Lets tests run with the smallest upper
+  /// bound the MPI standard allows (32767) on a library that offers more.
+  int tagUpperBound = 0;
+};
+
 /// A transport over a duplicate of the MPI communicator whose Fortran handle is `mpiCommFortran`
 /// (MPI_Comm_c2f), so qccl's messages never match the application's. The duplicate returns errors
 /// instead of aborting (MPI_ERRORS_RETURN); they surface as Error(kTransportError) with MPI's text.
@@ -14,6 +21,6 @@ namespace qccl {
 /// transport must respect the thread level the application initialized MPI with. Requests must
 /// be destroyed before the transport; the transport must be destroyed before MPI_Finalize.
 /// Throws Error(kInvalidUsage) when MPI is not initialized or already finalized.
-TransportPtr makeMpiTransport(int64_t mpiCommFortran);
+TransportPtr makeMpiTransport(int64_t mpiCommFortran, const MpiTransportOptions& options = {});
 
 }  // namespace qccl

@@ -1,4 +1,5 @@
-// Waiting loops shared by every transport: deadline, progress, abort polling and back-off.
+// The waiting loop shared by every layer (deadline, progress, abort notices, cancellation,
+// back-off) and the abort-notice format of the MPI and UCX transports.
 #include "transport/transport.hpp"
 
 #include <algorithm>
@@ -9,11 +10,6 @@
 namespace qccl {
 namespace {
 
-// After this many fruitless rounds a waiter stops yielding and sleeps in idle(): several ranks
-// share few cores in tests (mpirun --oversubscribe), and a spinning rank starves its peers.
-constexpr int kSpinRounds = 64;
-constexpr std::chrono::microseconds kIdleWait{50};
-
 void throwIfAborted(Transport& t, const char* what) {
   int peer = -1;
   ErrorCode code = ErrorCode::kRemoteError;
@@ -23,14 +19,6 @@ void throwIfAborted(Transport& t, const char* what) {
                                              std::to_string(peer) + " aborted (" + errorCodeName(code) +
                                              "): " + reason);
   }
-}
-
-void throwIfLate(Transport& t, Clock::time_point deadline, const char* what, size_t pending, size_t total) {
-  if (Clock::now() < deadline) return;
-  std::string msg =
-      std::string("qccl ") + t.name() + " transport: rank " + std::to_string(t.rank()) + ": " + what + " timed out";
-  if (total > 0) msg += " with " + std::to_string(pending) + " of " + std::to_string(total) + " requests pending";
-  throw Error(ErrorCode::kTimeout, msg + " (QCCL_TIMEOUT)");
 }
 
 }  // namespace
@@ -63,39 +51,40 @@ void Transport::idle(std::chrono::microseconds maxWait) {
   }
 }
 
-void waitAll(Transport& t, std::vector<RequestPtr>& reqs, Clock::time_point deadline, const char* what) {
-  // Completed requests are skipped on later rounds; `done` keeps their positions.
-  std::vector<char> done(reqs.size(), 0);
-  size_t remaining = 0;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    if (reqs[i]) {
-      ++remaining;
-    } else {
-      done[i] = 1;
-    }
+Clock::time_point deadlineIn(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+void pollWait(Transport& t, const WaitSpec& w) {
+  if (w.cancel != nullptr && w.cancel->load(std::memory_order_relaxed)) {
+    throw Error(ErrorCode::kCommFailed, std::string("qccl ") + t.name() + " transport: rank " +
+                                            std::to_string(t.rank()) + ": " + w.what +
+                                            ": the communicator was aborted (qcclCommAbort)");
   }
-  for (int round = 0; remaining > 0; ++round) {
-    t.progress();
-    bool advanced = false;
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      if (!done[i] && reqs[i]->test()) {
-        done[i] = 1;
-        --remaining;
-        advanced = true;
-      }
-    }
-    if (remaining == 0) break;
-    throwIfAborted(t, what);
-    throwIfLate(t, deadline, what, remaining, reqs.size());
-    if (advanced) round = 0;
-    t.idle(round < kSpinRounds ? std::chrono::microseconds(0) : kIdleWait);
+  if (w.hearAborts) throwIfAborted(t, w.what);
+  if (Clock::now() >= w.deadline) {
+    throw Error(ErrorCode::kTimeout, std::string("qccl ") + t.name() + " transport: rank " + std::to_string(t.rank()) +
+                                         ": " + w.what + " timed out (QCCL_TIMEOUT)");
   }
 }
 
-void pollOrThrow(Transport& t, Clock::time_point deadline, const char* what) {
-  t.progress();
-  throwIfAborted(t, what);
-  throwIfLate(t, deadline, what, 0, 0);
+void waitAll(Transport& t, std::vector<RequestPtr>& reqs, const WaitSpec& w) {
+  // test() of a completed request is a flag check, so the loop keeps no list of finished ones.
+  size_t before = 0;
+  waitUntil(t, w, [&](bool* advanced) {
+    size_t done = 0;
+    for (RequestPtr& r : reqs) done += (!r || r->test()) ? 1 : 0;
+    *advanced = done > before;
+    before = done;
+    return done == reqs.size();
+  });
+}
+
+void waitAll(Transport& t, std::vector<RequestPtr>& reqs, Clock::time_point deadline, const char* what) {
+  WaitSpec w;
+  w.deadline = deadline;
+  w.what = what;
+  waitAll(t, reqs, w);
 }
 
 }  // namespace qccl

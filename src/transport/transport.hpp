@@ -2,33 +2,55 @@
 // buffers between ranks, plus a control channel that carries an abort notice to every peer.
 //
 // Implementations: MPI (mpi_transport.cc), UCX (ucx_transport.cc), loopback threads
-// (loopback_transport.cc). Every wait goes through waitAll(), which has a deadline.
+// (loopback_transport.cc). Every wait goes through waitUntil(), which has a deadline, hears abort
+// notices and can be cancelled from another thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "qccl/error.hpp"
 
 namespace qccl {
 
-/// Data tags are < kMaxTag; the transport reserves tags at and above it for control messages.
+/// Upper bound of data tags on every transport; a transport may offer fewer (Transport::tagLimit).
+/// MPI guarantees only tags up to 32767, so callers fold their tags into tagLimit().
 constexpr uint32_t kMaxTag = 1u << 24;
+/// The smallest tagLimit() a transport may report (MPI's guaranteed MPI_TAG_UB, 32767, minus the
+/// tag the MPI transport keeps for abort notices).
+constexpr uint32_t kMinTagLimit = 32767;
 
-/// One outstanding send or receive.
+using Clock = std::chrono::steady_clock;
+
+/// One outstanding send or receive. Owned through RequestPtr, whose deleter calls release(): a
+/// transport may then drop an unfinished request (bounded by limitDrops) and recycle the object,
+/// so that steady-state messaging allocates nothing. Requests must die before their transport.
 class Request {
  public:
-  virtual ~Request() = default;
-  /// True once complete. Throws Error (kTransportError, kRemoteError, ...) if it failed.
+  /// True once complete. Throws Error (kTransportError, kRemoteError, kMismatch, ...) if it failed.
   virtual bool test() = 0;
   /// Bytes transferred (for a receive: bytes actually received, valid after completion).
   virtual size_t bytes() const = 0;
+
+ protected:
+  virtual ~Request() = default;
+  /// Called when the owner lets go. The default deletes the request.
+  virtual void release() noexcept { delete this; }
+  friend struct RequestDeleter;
 };
-using RequestPtr = std::unique_ptr<Request>;
+
+struct RequestDeleter {
+  void operator()(Request* r) const noexcept {
+    if (r != nullptr) r->release();
+  }
+};
+using RequestPtr = std::unique_ptr<Request, RequestDeleter>;
 
 class Transport {
  public:
@@ -40,8 +62,16 @@ class Transport {
 
   /// Starts sending `bytes` bytes to `peer` under `tag` (< kMaxTag). `buf` must stay valid until done.
   virtual RequestPtr isend(int peer, uint32_t tag, const void* buf, size_t bytes) = 0;
-  /// Starts receiving at most `capacity` bytes from `peer` under `tag`. A longer message is an error.
+  /// Starts receiving at most `capacity` bytes from `peer` under `tag`. A longer message fails the
+  /// request with Error(kMismatch) and is never written past `capacity` bytes: to qccl a message
+  /// longer than expected means that the ranks disagree on the count or the codec.
   virtual RequestPtr irecv(int peer, uint32_t tag, void* buf, size_t capacity) = 0;
+  /// Data tags must be below this (at least kMinTagLimit, at most kMaxTag).
+  virtual uint32_t tagLimit() const { return kMaxTag; }
+  /// From now on, destroying an unfinished request waits for the transport to let go of its
+  /// buffer no later than `until` (after a failure: the abort notice has gone out, what is left is
+  /// bounded clean-up). Default: each request waits its own transport-specific time.
+  virtual void limitDrops(Clock::time_point until) { (void)until; }
   /// Drives communication (UCX worker progress); cheap when there is nothing to do.
   virtual void progress() {}
   /// Called by waiting loops when nothing completed: may block up to `maxWait` for new activity
@@ -50,7 +80,9 @@ class Transport {
   virtual void idle(std::chrono::microseconds maxWait);
 
   /// Optional collectives of the library underneath, used by `auto` when nothing is compressed
-  /// (same bytes, the library's tuned algorithm). Each returns null when the transport has none.
+  /// (same bytes, the library's tuned algorithm). hasNativeAllreduce() says whether the transport
+  /// has them; each returns null when it has not.
+  virtual bool hasNativeAllreduce() const { return false; }
   /// iallreduceSum: recv = fp32 sum over all ranks of send (in place when send == recv); the
   /// result is the same on every rank.
   virtual RequestPtr iallreduceSum(const float* /*send*/, float* /*recv*/, size_t /*count*/) { return nullptr; }
@@ -66,16 +98,43 @@ class Transport {
 };
 using TransportPtr = std::unique_ptr<Transport>;
 
-using Clock = std::chrono::steady_clock;
+/// How one wait ends when its condition does not come true.
+struct WaitSpec {
+  Clock::time_point deadline;  ///< Error(kTimeout) after it
+  const char* what = "wait";   ///< names the operation in messages
+  /// Set by another thread (qcclCommAbort) to end the wait with Error(kCommFailed). May be null.
+  const std::atomic<bool>* cancel = nullptr;
+  /// A peer's abort notice ends the wait with Error(kRemoteError).
+  bool hearAborts = true;
+};
 
-/// Waits for every request in `reqs` (null entries are skipped), calling progress() and
-/// pollAbort() while it spins. Throws Error(kTimeout) at `deadline`, Error(kRemoteError) when a
-/// peer aborted, or what a request's test() threw. `what` names the operation in messages.
+/// A deadline `seconds` from now.
+Clock::time_point deadlineIn(double seconds);
+
+/// Throws if the wait must end: cancelled, a peer aborted, or the deadline passed. Also progress().
+void pollWait(Transport& t, const WaitSpec& w);
+
+/// The one waiting loop of qccl: calls progress() and done(&advanced) until done returns true.
+/// While nothing advances it yields for a few rounds, then lets the transport sleep in idle() for
+/// up to 50 us at a time, so that ranks sharing a core do not starve each other. Ends by
+/// pollWait()'s errors or by what done() throws.
+template <class Done>
+void waitUntil(Transport& t, const WaitSpec& w, Done&& done) {
+  constexpr int kSpinRounds = 64;
+  for (int round = 0;; ++round) {
+    t.progress();
+    bool advanced = false;
+    if (done(&advanced)) return;
+    pollWait(t, w);
+    if (advanced) round = 0;
+    t.idle(round < kSpinRounds ? std::chrono::microseconds(0) : std::chrono::microseconds(50));
+  }
+}
+
+/// Waits for every request in `reqs` (null entries are skipped). Allocates nothing.
+void waitAll(Transport& t, std::vector<RequestPtr>& reqs, const WaitSpec& w);
+/// waitAll with only a deadline and a name.
 void waitAll(Transport& t, std::vector<RequestPtr>& reqs, Clock::time_point deadline, const char* what);
-
-/// One step of a hand-written wait loop: progress(), then throws Error(kRemoteError) if a peer
-/// aborted, or Error(kTimeout) if `deadline` has passed.
-void pollOrThrow(Transport& t, Clock::time_point deadline, const char* what);
 
 /// Abort notices on the wire (MPI, UCX): an int32 error code, then the reason's bytes.
 constexpr size_t kAbortNoticeBytes = 256;

@@ -63,22 +63,24 @@ ucp_request_param_t recvParams() {
   return p;
 }
 
-// One send or receive; `req_` is null once completed (or when UCX completed it at once).
+class UcxTransport;
+
+// One send or receive; `req_` is null once completed (or when UCX completed it at once). Objects
+// are recycled by their transport (release()), so steady-state messaging allocates nothing.
 class UcxRequest final : public Request {
  public:
-  UcxRequest(ucp_worker_h worker, const PeerState* peer, bool isRecv, uint32_t tag, size_t bytes, void* req,
-             ucs_status_t status)
-      : worker_(worker), peer_(peer), isRecv_(isRecv), tag_(tag), bytes_(bytes), req_(req), status_(status) {}
-  ~UcxRequest() override {
-    if (req_ == nullptr) return;
-    // A receive already matched by a rendezvous cannot be cancelled: let it land while the
-    // caller's buffer still exists rather than have UCX write into freed memory later.
-    ucp_request_cancel(worker_, req_);
-    auto until = Clock::now() + (isRecv_ ? kDropRecvWait : kDropSendWait);
-    while (ucp_request_check_status(req_) == UCS_INPROGRESS && !peer_->failed && Clock::now() < until) {
-      ucp_worker_progress(worker_);
-    }
-    ucp_request_free(req_);  // UCX releases it once it has completed
+  explicit UcxRequest(UcxTransport* owner) : owner_(owner) {}
+
+  void reset(ucp_worker_h worker, const PeerState* peer, bool isRecv, uint32_t tag, size_t bytes, void* req,
+             ucs_status_t status, size_t capacity) {
+    worker_ = worker;
+    peer_ = peer;
+    isRecv_ = isRecv;
+    tag_ = tag;
+    bytes_ = bytes;
+    req_ = req;
+    status_ = status;
+    capacity_ = capacity;
   }
 
   bool test() override {
@@ -101,9 +103,10 @@ class UcxRequest final : public Request {
     std::string what = std::string(kind()) + " of tag " + std::to_string(tag_) + (isRecv_ ? " from" : " to") +
                        " rank " + std::to_string(peer_->rank);
     if (status_ == UCS_ERR_MESSAGE_TRUNCATED) {
-      throw Error(ErrorCode::kTransportError, "qccl ucx transport: " + what +
-                                                  ": the message is longer than the receive capacity of " +
-                                                  std::to_string(capacity_) + " bytes");
+      // UCX refuses the longer message without writing past the buffer.
+      throw Error(ErrorCode::kMismatch, "qccl ucx transport: " + what + ": the message is longer than the " +
+                                            std::to_string(capacity_) +
+                                            " bytes expected: the ranks disagree on the element count or the codec");
     }
     if (peer_->failed || status_ == UCS_ERR_CONNECTION_RESET || status_ == UCS_ERR_ENDPOINT_TIMEOUT ||
         status_ == UCS_ERR_UNREACHABLE) {
@@ -113,19 +116,22 @@ class UcxRequest final : public Request {
     throwUcs(status_, what);
   }
   size_t bytes() const override { return bytes_; }
-  void setCapacity(size_t c) { capacity_ = c; }
+
+ protected:
+  void release() noexcept override;
 
  private:
   const char* kind() const { return isRecv_ ? "receive" : "send"; }
 
-  ucp_worker_h worker_;
-  const PeerState* peer_;
-  bool isRecv_;
-  uint32_t tag_;
-  size_t bytes_;
+  UcxTransport* owner_;
+  ucp_worker_h worker_ = nullptr;
+  const PeerState* peer_ = nullptr;
+  bool isRecv_ = false;
+  uint32_t tag_ = 0;
+  size_t bytes_ = 0;
   size_t capacity_ = 0;
-  void* req_;
-  ucs_status_t status_;
+  void* req_ = nullptr;
+  ucs_status_t status_ = UCS_OK;
 };
 
 class UcxTransport final : public Transport {
@@ -136,7 +142,7 @@ class UcxTransport final : public Transport {
   }
 
   // Separate from the constructor so that the destructor cleans up whatever was made before a throw.
-  void init(const qcclUniqueId& id) {
+  void init(const UniqueId& id) {
     ucp_config_t* config = nullptr;
     ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);  // honours UCX_TLS and friends
     if (st != UCS_OK) throwUcs(st, "ucp_config_read");
@@ -193,6 +199,13 @@ class UcxTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* name() const override { return "ucx"; }
+  void limitDrops(Clock::time_point until) override { dropLimit_ = until; }
+
+  // --- used by UcxRequest ---
+  Clock::time_point dropDeadline(std::chrono::milliseconds own) const {
+    return std::min(Clock::now() + own, dropLimit_);
+  }
+  void recycle(UcxRequest* r) { pool_.emplace_back(r); }
 
   RequestPtr isend(int peer, uint32_t tag, const void* buf, size_t bytes) override {
     checkArgs(peer, tag, buf, bytes, "isend");
@@ -264,9 +277,16 @@ class UcxTransport final : public Transport {
       if (!peerGone) throwUcs(st, isRecv ? "ucp_tag_recv_nbx" : "ucp_tag_send_nbx");
     }
     void* req = UCS_PTR_IS_PTR(r) ? r : nullptr;
-    auto out = std::make_unique<UcxRequest>(worker_, &peers_[peer], isRecv, tag, bytes, req, UCS_PTR_STATUS(r));
-    out->setCapacity(capacity);
-    return out;
+    UcxRequest* out;
+    if (pool_.empty()) {
+      out = new UcxRequest(this);
+    } else {
+      out = pool_.back().release();
+      pool_.pop_back();
+    }
+    out->reset(worker_, &peers_[peer], isRecv, tag, bytes, req, UCS_PTR_IS_PTR(r) ? UCS_OK : UCS_PTR_STATUS(r),
+               capacity);
+    return RequestPtr(out);
   }
 
   void postAbortRecv() {
@@ -336,11 +356,32 @@ class UcxTransport final : public Transport {
   std::vector<void*> abortSends_;
   bool abortSent_ = false;
   ReceivedAbort abort_;
+  Clock::time_point dropLimit_ = Clock::time_point::max();
+  std::vector<std::unique_ptr<UcxRequest>> pool_;
 };
+
+void UcxRequest::release() noexcept {
+  if (req_ != nullptr) {
+    // A receive already matched by a rendezvous cannot be cancelled: let it land while the
+    // caller's buffer still exists rather than have UCX write into freed memory later.
+    ucp_request_cancel(worker_, req_);
+    auto until = owner_->dropDeadline(isRecv_ ? kDropRecvWait : kDropSendWait);
+    while (ucp_request_check_status(req_) == UCS_INPROGRESS && !peer_->failed && Clock::now() < until) {
+      ucp_worker_progress(worker_);
+    }
+    ucp_request_free(req_);  // UCX releases it once it has completed
+    req_ = nullptr;
+  }
+  try {
+    owner_->recycle(this);
+  } catch (...) {
+    delete this;
+  }
+}
 
 }  // namespace
 
-TransportPtr makeUcxTransport(const qcclUniqueId& id, int nranks, int rank, double timeoutSec) {
+TransportPtr makeUcxTransport(const UniqueId& id, int nranks, int rank, double timeoutSec) {
   QCCL_CHECK(
       nranks >= 1 && rank >= 0 && rank < nranks, ErrorCode::kInvalidArgument,
       "makeUcxTransport: rank " + std::to_string(rank) + " is not in [0, nranks=" + std::to_string(nranks) + ")");

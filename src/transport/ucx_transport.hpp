@@ -1,7 +1,7 @@
 // UCX transport factory (only built when QCCL_HAVE_UCX).
 #pragma once
 
-#include "qccl/qccl.h"
+#include "transport/bootstrap.hpp"
 #include "transport/transport.hpp"
 
 namespace qccl {
@@ -15,6 +15,6 @@ namespace qccl {
 /// the ranks; bootstrap errors are those of bootstrapConnect, UCX failures give
 /// Error(kTransportError). The transport is used by one thread at a time; requests must be
 /// destroyed before it.
-TransportPtr makeUcxTransport(const qcclUniqueId& id, int nranks, int rank, double timeoutSec);
+TransportPtr makeUcxTransport(const UniqueId& id, int nranks, int rank, double timeoutSec);
 
 }  // namespace qccl

@@ -6,13 +6,24 @@
 #include <vector>
 
 #include "core/config.hpp"
+#include "qccl/error.hpp"
 
 namespace qccl {
 namespace {
 
-const char* const kVars[] = {"QCCL_CODEC",   "QCCL_BITS",         "QCCL_BUCKET",      "QCCL_STOCHASTIC",
-                             "QCCL_SEED",    "QCCL_MIN_COMPRESS", "QCCL_CHUNK_BYTES", "QCCL_PIPELINE",
-                             "QCCL_TIMEOUT", "QCCL_WARMUP",       "QCCL_ALGO",        "QCCL_ERROR_FEEDBACK"};
+const char* const kVars[] = {"QCCL_CODEC",
+                             "QCCL_BITS",
+                             "QCCL_BUCKET",
+                             "QCCL_STOCHASTIC",
+                             "QCCL_SEED",
+                             "QCCL_MIN_COMPRESS",
+                             "QCCL_CHUNK_BYTES",
+                             "QCCL_PIPELINE",
+                             "QCCL_TIMEOUT",
+                             "QCCL_WARMUP",
+                             "QCCL_ALGO",
+                             "QCCL_ERROR_FEEDBACK",
+                             "QCCL_MAX_RESIDUAL_BYTES"};
 
 // Clears every QCCL_* variable before and after each test so that tests do not leak settings.
 class Env : public ::testing::Test {

@@ -65,6 +65,7 @@ TEST(Faults, MismatchedCountsFailOnEveryRank) {
         size_t count = r == n - 1 ? 1001 : 1000;
         std::vector<float> buf = exactInput(count, r);
         TensorOpts t;
+        t.id = 21;
         t.algo = algo;
         t.codec = algo == Algo::kRing ? CodecId::kFp32 : CodecId::kOneBit;
         c.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, RedOp::kSum, t);
@@ -84,6 +85,7 @@ TEST(Faults, MismatchedCodecsFailOnEveryRank) {
       auto out = runCalls(n, faultOptions(), [&](Communicator& c, int r) {
         std::vector<float> buf = exactInput(4096, r);
         TensorOpts t;
+        t.id = 21;
         t.codec = r == 0 ? b : a;
         t.algo = (a == CodecId::kFp16) ? Algo::kRing : Algo::kSra;
         c.allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum, t);

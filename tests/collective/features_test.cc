@@ -7,6 +7,7 @@
 
 #include "codec/codec_math.hpp"
 #include "coll_test_util.hpp"
+#include "core/tensor_state.hpp"
 
 namespace qccl {
 namespace test {
@@ -104,7 +105,9 @@ TEST(Allreduce, StochasticMaxMinIsDeterministicAndIdenticalAcrossRanks) {
     runRanks(n, opts, [&](Communicator& c, int r) {
       for (int s = 0; s < steps; ++s) {
         std::vector<float> x = gaussian(count, 500u * s + r);
-        c.allreduce(x.data(), x.data(), count, DataType::kFloat32, RedOp::kSum, TensorOpts{});
+        TensorOpts t;
+        t.id = 3;
+        c.allreduce(x.data(), x.data(), count, DataType::kFloat32, RedOp::kSum, t);
         for (size_t i = 0; i < count; ++i) sums[r][i] += x[i];
       }
     });
@@ -226,6 +229,7 @@ TEST(Allgather, RawAndCompressed) {
         std::vector<std::vector<float>> out(n);
         runRanks(n, opts, [&](Communicator& c, int r) {
           TensorOpts t;
+          t.id = 11;
           t.codec = codec;
           std::vector<float> in = exactInput(count, r);
           out[r].assign(count * n, -1.0f);
@@ -275,7 +279,8 @@ TEST(Communicator, StatsResidualsAndRelease) {
     EXPECT_GT(s.bytesReceived, 0u);
     // One fp32 copy of the tensor plus this rank's shard (about 1/n of it).
     size_t shard = refShards(count, n, 512)[r].second - refShards(count, n, 512)[r].first;
-    EXPECT_EQ(s.residualBytes, (count + shard) * sizeof(float));
+    EXPECT_EQ(s.residualBytes, (count + shard) * sizeof(float) + TensorStateStore::kBookkeepingBytes);
+    EXPECT_EQ(s.tensors, 1u);
     // onebit moves about 1/32 of fp32: far less than the fp32 tensor per peer.
     EXPECT_LT(s.bytesSent, count * sizeof(float) / 8);
     EXPECT_GT(s.peakStagingBytes, 0u);

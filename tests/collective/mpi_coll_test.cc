@@ -45,6 +45,7 @@ TEST(MpiColl, AllreduceMatchesReference) {
       std::vector<std::vector<float>> x;
       for (int r = 0; r < n; ++r) x.push_back(exactInput(count, r));
       TensorOpts t;
+      t.id = 31;
       t.id = nextId++;  // fresh error-feedback state, as in the reference
       t.codec = c.codec;
       t.bits = c.bits;
@@ -74,6 +75,7 @@ TEST(MpiColl, AllgatherCompressed) {
   const int n = comm->size(), rank = comm->rank();
   const size_t count = 5000;
   TensorOpts t;
+  t.id = 31;
   t.codec = CodecId::kMaxMin;
   CodecConfig cfg = opts.codec;
   cfg.codec = CodecId::kMaxMin;
@@ -97,6 +99,7 @@ void mismatchRun(bool countMismatch) {
   size_t count = countMismatch && rank == 0 ? 200000 : 100003;
   std::vector<float> buf = exactInput(count, rank);
   TensorOpts t;
+  t.id = 31;
   t.codec = !countMismatch && rank == 0 ? CodecId::kOneBit : CodecId::kMaxMin;
   t.algo = Algo::kSra;
   auto start = Clock::now();
@@ -140,6 +143,7 @@ void nativeMismatchRun(bool countMismatch) {
   size_t count = countMismatch && rank == 0 ? 1000 : 1003;  // below minCompressBytes: uncompressed
   std::vector<float> buf = exactInput(count, rank);
   TensorOpts t;
+  t.id = 31;
   t.codec = !countMismatch && rank == 0 ? CodecId::kOneBit : CodecId::kMaxMin;
   ErrorCode code = ErrorCode::kSuccess;
   auto start = Clock::now();

@@ -19,7 +19,7 @@ namespace {
 // ----------------------------------------------------------------------------------------------
 
 TEST(Bootstrap, UniqueIdRoundTrip) {
-  qcclUniqueId a, b;
+  UniqueId a, b;
   uniqueIdFromAddress(&a, "127.0.0.1", 29500);
   uniqueIdFromAddress(&b, "127.0.0.1", 29500);
   EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0);
@@ -31,7 +31,7 @@ TEST(Bootstrap, UniqueIdRoundTrip) {
   EXPECT_THROW(uniqueIdFromAddress(&a, "h", 0), Error);
   EXPECT_THROW(uniqueIdFromAddress(&a, std::string(101, 'h').c_str(), 1), Error);
   EXPECT_THROW(uniqueIdFromAddress(&a, nullptr, 1), Error);
-  qcclUniqueId junk{};
+  UniqueId junk{};
   try {
     parseUniqueId(junk);
     FAIL() << "junk id accepted";
@@ -45,7 +45,7 @@ TEST(Bootstrap, UniqueIdRoundTrip) {
 }
 
 TEST(Bootstrap, SocketIfnameIsHonoured) {
-  qcclUniqueId id;
+  UniqueId id;
   setenv("QCCL_SOCKET_IFNAME", "lo", 1);
   getUniqueId(&id);
   EXPECT_EQ(parseUniqueId(id).host, "127.0.0.1");
@@ -56,7 +56,7 @@ TEST(Bootstrap, SocketIfnameIsHonoured) {
 
 TEST(Bootstrap, AllgatherInThreads) {
   constexpr int n = 5;
-  qcclUniqueId id;
+  UniqueId id;
   getUniqueId(&id);
   std::vector<std::vector<std::string>> got(n);
   std::vector<std::string> errs(n);
@@ -80,7 +80,7 @@ TEST(Bootstrap, AllgatherInThreads) {
 }
 
 TEST(Bootstrap, DuplicateRankIsAMismatch) {
-  qcclUniqueId id;
+  UniqueId id;
   getUniqueId(&id);
   std::vector<ErrorCode> codes(3, ErrorCode::kSuccess);
   std::vector<std::thread> th;
@@ -99,7 +99,7 @@ TEST(Bootstrap, DuplicateRankIsAMismatch) {
 }
 
 TEST(Bootstrap, MissingRootTimesOut) {
-  qcclUniqueId id;
+  UniqueId id;
   getUniqueId(&id);
   auto t0 = Clock::now();
   try {
@@ -114,7 +114,7 @@ TEST(Bootstrap, MissingRootTimesOut) {
 }
 
 TEST(Bootstrap, MissingRankTimesOutOnRoot) {
-  qcclUniqueId id;
+  UniqueId id;
   getUniqueId(&id);
   try {
     bootstrapAllgather(id, 2, 0, "x", 0.5);
@@ -130,7 +130,7 @@ TEST(Bootstrap, MissingRankTimesOutOnRoot) {
 TEST(BootstrapLinks, DeathIsReportedAndGoodbyeIsNot) {
   for (bool graceful : {true, false}) {
     SCOPED_TRACE(graceful ? "goodbye" : "death");
-    qcclUniqueId id;
+    UniqueId id;
     getUniqueId(&id);
     pid_t pid = fork();  // before any thread exists in this test
     if (pid == 0) {

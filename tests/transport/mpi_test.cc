@@ -100,25 +100,35 @@ TEST(Mpi, LargeMessages) {
   EXPECT_EQ(in[big], 0xEE);
 }
 
-TEST(Mpi, TruncationIsAnError) {
+// A message longer than the receive's capacity is refused before any byte lands (matched probe),
+// as kMismatch: the receive buffer and what lies beyond it are untouched.
+TEST(Mpi, LongerMessageIsAMismatchAndWritesNothing) {
   auto t = world();
   const int n = t->size(), r = t->rank();
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
-  char out[64];
-  std::memset(out, 'x', sizeof out);
-  char in[16];
-  std::vector<RequestPtr> sends;
-  sends.push_back(t->isend(next, 2, out, sizeof out));
-  std::vector<RequestPtr> reqs;
-  reqs.push_back(t->irecv(prev, 2, in, sizeof in));
-  try {
-    waitAll(*t, reqs, after(20), "truncated recv");
-    FAIL() << "no error for a truncated message";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kTransportError);
-    EXPECT_NE(std::string(e.what()).find("receive from rank " + std::to_string(prev)), std::string::npos) << e.what();
+  uint32_t tag = 2;
+  for (size_t len : {size_t{64}, size_t{1} << 20}) {  // eager and rendezvous sizes
+    ++tag;                                            // the refused message stays unreceived on its tag
+    std::vector<char> out(len, 'x');
+    std::vector<char> in(64, 'g');  // capacity 16, then a guard of 48 bytes
+    std::vector<RequestPtr> sends;
+    sends.push_back(t->isend(next, tag, out.data(), out.size()));
+    std::vector<RequestPtr> reqs;
+    reqs.push_back(t->irecv(prev, tag, in.data(), 16));
+    try {
+      waitAll(*t, reqs, after(20), "longer message");
+      FAIL() << "no error for a message longer than the receive";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kMismatch) << e.what();
+      EXPECT_NE(std::string(e.what()).find("from rank " + std::to_string(prev)), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(std::string(in.begin(), in.end()), std::string(64, 'g'));
+    // The sender's request is dropped: its peer will never receive it (a failed communicator).
+    t->limitDrops(Clock::now() + std::chrono::milliseconds(50));
+    sends.clear();
+    MPI_Barrier(MPI_COMM_WORLD);
   }
-  waitAll(*t, sends, after(20), "send");
 }
 
 // Rank n-1 aborts; every other rank waits for a message that never comes and must see the notice.

@@ -25,7 +25,7 @@ Clock::time_point after(double seconds) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
-std::string toHex(const qcclUniqueId& id) {
+std::string toHex(const UniqueId& id) {
   static const char* d = "0123456789abcdef";
   std::string s;
   for (unsigned char c : id.internal) {
@@ -35,8 +35,8 @@ std::string toHex(const qcclUniqueId& id) {
   return s;
 }
 
-qcclUniqueId fromHex(const char* s) {
-  qcclUniqueId id{};
+UniqueId fromHex(const char* s) {
+  UniqueId id{};
   if (s == nullptr || std::strlen(s) != 2 * sizeof id.internal) {
     std::fprintf(stderr, "child: bad QCCL_TEST_UID\n");
     std::exit(3);
@@ -106,8 +106,8 @@ int childAllToAll(Transport& t) {
     waitAll(t, recvs, after(30), "truncated");
     CHILD_CHECK(false, "no error for a truncated message");
   } catch (const Error& e) {
-    CHILD_CHECK(e.code() == ErrorCode::kTransportError, "%s", e.what());
-    CHILD_CHECK(std::strstr(e.what(), "capacity") != nullptr, "%s", e.what());
+    CHILD_CHECK(e.code() == ErrorCode::kMismatch, "%s", e.what());
+    CHILD_CHECK(std::strstr(e.what(), "disagree") != nullptr, "%s", e.what());
   }
   waitAll(t, sends, after(30), "send of the truncated message");
   // A final exchange so that no rank closes while a peer still needs its messages.
@@ -178,7 +178,7 @@ int childDeadPeer(Transport& t, int victim) {
 }
 
 int runChild(const std::string& scenario, int rank, int nranks) {
-  qcclUniqueId id = fromHex(std::getenv("QCCL_TEST_UID"));
+  UniqueId id = fromHex(std::getenv("QCCL_TEST_UID"));
   try {
     if (scenario == "mismatch") {
       // Rank 1 claims a different nranks: every rank must get kMismatch.
@@ -213,7 +213,7 @@ int runChild(const std::string& scenario, int rank, int nranks) {
 // Starts `n` ranks of `scenario` with `env` added, waits at most `limitSec`, returns exit codes
 // (-1 for a rank killed at the limit or by a signal).
 std::vector<int> launch(const std::string& scenario, int n, const std::vector<std::string>& env, double limitSec) {
-  qcclUniqueId id;
+  UniqueId id;
   getUniqueId(&id);
   std::string uid = toHex(id);
   std::vector<pid_t> pids;

@@ -1,0 +1,59 @@
+// Options of a communicator and of one call: the leaf header every layer above the codec may use.
+// It includes nothing from qccl but the public codec header, so no lower layer ever depends on the
+// communicator. Defaults live here; QCCL_* environment overrides are parsed in config.cc alone.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "qccl/codec.hpp"
+
+namespace qccl {
+
+/// Element types of the buffers a caller passes (the wire is always what the codec says).
+enum class DataType : int { kFloat32 = 0, kFloat16 = 1, kBfloat16 = 2, kCount };
+enum class RedOp : int { kSum = 0, kAvg = 1, kCount };
+/// Allreduce algorithms. kAuto is decided by selectAlgorithm() (select.hpp). kRing takes only the
+/// casts (fp32/fp16/bf16) and has no error feedback; kSra and kAllgather take every codec.
+enum class Algo : int { kAuto = 0, kRing = 1, kSra = 2, kAllgather = 3, kCount };
+
+constexpr bool isValid(DataType t) { return static_cast<int>(t) >= 0 && t < DataType::kCount; }
+constexpr bool isValid(RedOp o) { return static_cast<int>(o) >= 0 && o < RedOp::kCount; }
+constexpr bool isValid(Algo a) { return static_cast<int>(a) >= 0 && a < Algo::kCount; }
+constexpr size_t elementBytes(DataType t) { return t == DataType::kFloat32 ? 4 : 2; }
+
+/// Bounds of the options that size memory or messages.
+constexpr size_t kMaxChunkBytes = size_t{1} << 30;  ///< a chunk's encoding must fit MPI's int count
+constexpr int kMaxPipelineDepth = 64;
+
+/// Communicator options. Defaults here; optionsFromEnv() (config.hpp) applies QCCL_* overrides.
+struct Options {
+  CodecConfig codec;                   ///< default codec for tensors that do not name one (fp32)
+  size_t minCompressBytes = 64 << 10;  ///< auto: tensors smaller than this go uncompressed
+  size_t chunkBytes = 4 << 20;         ///< pipeline chunk size in fp32 bytes, at most kMaxChunkBytes
+  int pipelineDepth = 2;               ///< chunks in flight per peer, 1..kMaxPipelineDepth
+  double timeoutSec = 300.0;           ///< any single wait
+  int warmupCalls = 0;                 ///< first N calls of each tensor are sent uncompressed
+  Algo algo = Algo::kAuto;
+  bool errorFeedback = true;
+  /// Cap on the memory of per-tensor state (residuals plus bookkeeping); 0 = no cap. Beyond it
+  /// the least recently used tensors lose their state (a one-time warning says so).
+  size_t maxResidualBytes = 0;
+};
+
+/// Throws Error(kInvalidArgument) naming the first option that is out of range.
+void validate(const Options& o);
+
+/// Per-call tensor options.
+struct TensorOpts {
+  /// The caller's stable id of this tensor, the same on every rank. It keys the error-feedback
+  /// state (a new element count for a known id replaces that state). 0 means "no id": such a
+  /// call keeps no residual, so a lossy codec with error feedback refuses it (kInvalidUsage).
+  uint64_t id = 0;
+  std::optional<CodecId> codec;  ///< default: Options::codec.codec
+  int bits = 0;                  ///< 0: Options::codec.bits
+  std::optional<Algo> algo;      ///< default: Options::algo
+};
+
+}  // namespace qccl

@@ -1,0 +1,48 @@
+// The choice of algorithm and codec for one call, as a pure function of values every rank can
+// agree on. The communicator makes sure they are agreed (select.cc explains how) before it acts
+// on the result, so that no two ranks ever take different paths for the same call.
+#pragma once
+
+#include <cstddef>
+
+#include "core/options.hpp"
+
+namespace qccl {
+
+/// What the choice depends on. Every field is the same on every rank when the ranks make the same
+/// call with the same options; the communicator checks that across ranks where a wrong guess would
+/// otherwise leave ranks on paths that cannot see each other (see Communicator).
+struct SelectInput {
+  Algo requested = Algo::kAuto;  ///< the tensor's algorithm, else the communicator's
+  CodecConfig codec;             ///< the tensor's codec (validated, unresolved)
+  size_t count = 0;              ///< elements
+  int nranks = 1;
+  size_t minCompressBytes = 0;   ///< Options::minCompressBytes
+  bool errorFeedback = true;     ///< Options::errorFeedback
+  bool warmup = false;           ///< the tensor is still in its first Options::warmupCalls calls
+  bool hasId = false;            ///< TensorOpts::id != 0
+  bool nativeAvailable = false;  ///< the transport can sum fp32 itself (MPI_Iallreduce)
+};
+
+/// What to run.
+struct Selection {
+  Algo algo = Algo::kRing;  ///< kRing, kSra or kAllgather; never kAuto
+  CodecConfig codec;        ///< resolved (resolveConfig): what goes on the wire
+  bool native = false;      ///< hand the uncompressed sum to the transport's library instead of `algo`
+  bool errorFeedback = false;
+};
+
+/// The rule of `auto`, and the checks of an explicit request:
+///   - warm-up, codec fp32, or a tensor below minCompressBytes of fp32 data: uncompressed; `auto`
+///     hands it to the transport's library when it has one (nativeAvailable), else to the fp32
+///     ring (bandwidth-optimal, exact up to the summation order);
+///   - fp16/bf16: the ring with that cast on the wire;
+///   - other codecs: sra on 3 or more ranks (each rank sends and receives ~2(n-1)/n compressed
+///     tensors), allgather on 1-2 ranks (the same bytes in one round and one quantization stage).
+/// Explicit kRing takes only the casts: the ring would re-quantize partial sums at every hop, so
+/// a bucket codec's error would grow with the number of ranks (Error kInvalidArgument). Error
+/// feedback applies to sra and allgather with any codec but fp32; it needs a tensor id (hasId),
+/// else Error(kInvalidUsage): residuals of anonymous tensors would mix between tensors.
+Selection selectAlgorithm(const SelectInput& in);
+
+}  // namespace qccl
