@@ -122,8 +122,8 @@ struct Executor::StepState {
 
 Executor::Executor(Transport& transport) : t_(transport) {}
 Executor::~Executor() {
-  scratch_.clear();  // outstanding requests go before the memory they point at
-  releaseSlots();
+  scratch_.clear();                // outstanding requests go before the memory they point at
+  if (!poisoned_) releaseSlots();  // after a failure the slots are leaked on purpose (abandon())
 }
 
 void Executor::releaseSlots() {
@@ -186,6 +186,9 @@ void Executor::run(const Plan& plan, const float* src, float* dst, const ExecPar
 
 void Executor::abandon() noexcept {
   for (auto& st : scratch_) st->reset();
+  // A peer may still read these slots through a rendezvous it matched before it heard of the
+  // failure (a get from this process's memory): they are never freed or reused.
+  poisoned_ = true;
 }
 
 // Runs steps [first, last) together, chunk round by chunk round: in round k every step sends its
@@ -269,11 +272,16 @@ size_t Executor::prepareStep(StepState& S, size_t slotBase) {
   S.rslot.assign(S.nR * S.D, nullptr);
   S.gbytes.assign(S.nG, 0);
   size_t next = slotBase;
-  for (size_t g = 0; g < S.nG; ++g)
-    for (size_t d = 0; d < S.D; ++d) S.gslot[g * S.D + d] = slot(next++, S.sendCapacity(S.groups[g].range));
-  for (size_t r = 0; r < S.nR; ++r)
-    if (S.selfGroup[r] < 0)
-      for (size_t d = 0; d < S.D; ++d) S.rslot[r * S.D + d] = slot(next++, S.recvCapacity(st.recvs[r].range));
+  // A stream of K chunks needs min(depth, K) slots: chunk k uses slot k % depth.
+  for (size_t g = 0; g < S.nG; ++g) {
+    const size_t K = std::min(S.D, chunksOf(S.groups[g].range, S.C));
+    for (size_t d = 0; d < K; ++d) S.gslot[g * S.D + d] = slot(next++, S.sendCapacity(S.groups[g].range));
+  }
+  for (size_t r = 0; r < S.nR; ++r) {
+    if (S.selfGroup[r] >= 0) continue;
+    const size_t K = std::min(S.D, chunksOf(st.recvs[r].range, S.C));
+    for (size_t d = 0; d < K; ++d) S.rslot[r * S.D + d] = slot(next++, S.recvCapacity(st.recvs[r].range));
+  }
   if (S.sreq.size() < S.nG * S.D) S.sreq.resize(S.nG * S.D);
   if (S.rreq.size() < S.nR * S.D) S.rreq.resize(S.nR * S.D);
   S.rounds = 0;
@@ -343,7 +351,18 @@ void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
     stats_.bytesReceived += bytes;
     buf = S.rslot[r * S.D + k % S.D];
   }
-  WireInfo info = checkHeader(buf, bytes, p, c.size(), tr.peer, S.plan->rank);
+  WireInfo info;
+  try {
+    info = checkHeader(buf, bytes, p, c.size(), tr.peer, S.plan->rank);
+  } catch (const Error&) {
+    // A peer that aborted may have left bytes of its failed call behind (or torn down memory a
+    // rendezvous still reads): its notice, when there is one, is the cause to report.
+    WaitSpec w;
+    w.deadline = Clock::time_point::max();
+    w.what = "receive";
+    pollWait(t_, w);
+    throw;
+  }
   float* out = S.dst + tr.dstOffset + (c.begin - tr.range.begin);
   const RecvOp op = S.step->op;
   bool add = !(op == RecvOp::kCopy || (op == RecvOp::kSum && first));

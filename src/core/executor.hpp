@@ -90,7 +90,8 @@ class Executor {
   /// outstanding: the caller tells the peers first, then calls abandon().
   void run(const Plan& plan, const float* src, float* dst, const ExecParams& params);
   /// Drops every request a failed run() left outstanding (the transport bounds the time it takes,
-  /// Transport::limitDrops). The staging they point at stays alive with the Executor.
+  /// Transport::limitDrops). The staging they point at is never freed (leaked with the Executor):
+  /// a peer may still read it through a rendezvous.
   void abandon() noexcept;
 
   /// Chunk size in elements for `chunkBytes` of fp32 under `codec` (a multiple of its bucket).
@@ -122,6 +123,7 @@ class Executor {
   std::vector<Slot> slots_;
   std::vector<std::unique_ptr<StepState>> scratch_;  // one per step run together
   ExecStats stats_;
+  bool poisoned_ = false;  // a failed run: the slots may still be read by peers
 };
 
 }  // namespace qccl

@@ -51,6 +51,7 @@ TensorState& TensorStateStore::acquire(uint64_t id, size_t count, MemorySpace& s
     ++stats_.replacements;
   }
   if (it == states_.end()) {
+    makeRoom(kBookkeepingBytes, nullptr);
     it = states_.emplace(id, TensorState{}).first;
     it->second.id = id;
     it->second.count = count;
@@ -64,6 +65,7 @@ TensorState& TensorStateStore::acquire(uint64_t id, size_t count, MemorySpace& s
 
 float* TensorStateStore::worker(TensorState& st, MemorySpace& space) {
   if (!st.worker) {
+    makeRoom(st.count * sizeof(float), &st);
     st.worker = space.newArray(st.count);
     account(static_cast<long long>(arrayBytes(st.worker)));
   }
@@ -73,19 +75,20 @@ float* TensorStateStore::worker(TensorState& st, MemorySpace& space) {
 float* TensorStateStore::owner(TensorState& st, size_t n, MemorySpace& space) {
   if (!st.owner || st.owner->size() != n) {
     account(-static_cast<long long>(arrayBytes(st.owner)));
+    st.owner.reset();
+    makeRoom(n * sizeof(float), &st);
     st.owner = space.newArray(n);
     account(static_cast<long long>(arrayBytes(st.owner)));
   }
   return st.owner->data();
 }
 
-void TensorStateStore::finish(TensorState& st) {
-  ++st.calls;
-  enforceCap(&st);
-}
+void TensorStateStore::finish(TensorState& st) { ++st.calls; }
 
-void TensorStateStore::enforceCap(const TensorState* keep) {
-  if (maxBytes_ == 0 || stats_.bytes <= maxBytes_) return;
+// Evicts least recently used states (never `keep`) until `more` bytes fit under the cap, before
+// they are allocated, so that the memory held never exceeds the cap (unless one state alone does).
+void TensorStateStore::makeRoom(size_t more, const TensorState* keep) {
+  if (maxBytes_ == 0 || stats_.bytes + more <= maxBytes_) return;
   if (!warned_) {
     warned_ = true;
     std::fprintf(stderr,
@@ -94,7 +97,7 @@ void TensorStateStore::enforceCap(const TensorState* keep) {
                  "communicator's stats for the count)\n",
                  static_cast<unsigned long long>(stats_.bytes), static_cast<unsigned long long>(maxBytes_));
   }
-  while (stats_.bytes > maxBytes_) {
+  while (stats_.bytes + more > maxBytes_) {
     auto victim = states_.end();
     for (auto it = states_.begin(); it != states_.end(); ++it) {
       if (&it->second == keep) continue;
@@ -180,7 +183,6 @@ void TensorStateStore::load(uint64_t id, const void* data, size_t bytes, MemoryS
     st.owner->fromHost(host.data() + h.workerElems);
   }
   st.calls = h.calls;
-  enforceCap(&st);
 }
 
 bool TensorStateStore::scale(uint64_t id, float factor) {

@@ -58,11 +58,12 @@ class TensorStateStore {
   /// one (no arrays yet, zero calls) when there is none or the existing one has another count or
   /// memory space. The reference stays valid until the next acquire/release/load of this store.
   TensorState& acquire(uint64_t id, size_t count, MemorySpace& space);
-  /// The worker residual of `st` (count elements), created zeroed on first use.
+  /// The worker residual of `st` (count elements), created zeroed on first use. Allocations first
+  /// evict least recently used states (never `st`) as far as the cap requires.
   float* worker(TensorState& st, MemorySpace& space);
   /// The owner residual of `st` (n elements), created zeroed on first use or when n changes.
   float* owner(TensorState& st, size_t n, MemorySpace& space);
-  /// Counts a completed call of `st` and enforces the cap (never evicting `st`).
+  /// Counts a completed call of `st`.
   void finish(TensorState& st);
 
   /// Frees the state of `id`; false when it had none.
@@ -85,7 +86,7 @@ class TensorStateStore {
 
  private:
   void account(long long delta);
-  void enforceCap(const TensorState* keep);
+  void makeRoom(size_t more, const TensorState* keep);
 
   size_t maxBytes_;
   std::unordered_map<uint64_t, TensorState> states_;

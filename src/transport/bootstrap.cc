@@ -465,14 +465,17 @@ std::vector<std::string> bootstrapAllgather(const UniqueId& id, int nranks, int 
 
 // Liveness notices on the kept connections: one type byte and the int32 rank it is about.
 // 'B': the sender leaves in good order. 'D' (from rank 0 only): that rank died.
-constexpr size_t kNoticeBytes = 5;
+constexpr size_t kNoticeBytes = 9;
 
 BootstrapLinks::BootstrapLinks(int rank, int nranks) : rank_(rank), fds_(nranks, -1), inbox_(nranks) {}
 
 BootstrapLinks::~BootstrapLinks() {
-  // The hub forwards deaths it has not noticed yet before it says goodbye: after the goodbye the
-  // others could only learn of them by timing out.
-  if (rank_ == 0) (void)poll();
+  // The hub forwards deaths and notices it has not relayed yet before it says goodbye: after the
+  // goodbye the others could only learn of them by timing out.
+  if (rank_ == 0) {
+    LinkEvents ignored;
+    poll(&ignored);
+  }
   for (size_t p = 0; p < fds_.size(); ++p) {
     if (fds_[p] < 0) continue;
     tell(static_cast<int>(p), 'B', rank_);
@@ -489,18 +492,26 @@ void BootstrapLinks::adopt(int peer, int fd) {
   fds_[peer] = fd;
 }
 
-void BootstrapLinks::tell(int peer, char type, int32_t who) noexcept {
+// A notice: its type ('B' goodbye, 'D' death, 'A' abort), the rank it is about, an error code.
+void BootstrapLinks::tell(int peer, char type, int32_t who, int32_t code) noexcept {
   char msg[kNoticeBytes];
   msg[0] = type;
   std::memcpy(msg + 1, &who, sizeof who);
-  // Five bytes on an idle socket: a full send buffer would mean the peer is stuck anyway.
+  std::memcpy(msg + 5, &code, sizeof code);
+  // Nine bytes on an idle socket: a full send buffer would mean the peer is stuck anyway.
   (void)::send(fds_[peer], msg, sizeof msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-void BootstrapLinks::lost(int peer, std::vector<int>* dead) noexcept {
+void BootstrapLinks::sendAbort(int32_t code) noexcept {
+  for (size_t p = 0; p < fds_.size(); ++p) {
+    if (fds_[p] >= 0) tell(static_cast<int>(p), 'A', rank_, code);
+  }
+}
+
+void BootstrapLinks::lost(int peer, LinkEvents* out) noexcept {
   ::close(fds_[peer]);
   fds_[peer] = -1;
-  dead->push_back(peer);
+  out->dead.push_back(peer);
   if (rank_ != 0) return;
   for (size_t p = 0; p < fds_.size(); ++p) {
     if (fds_[p] >= 0) tell(static_cast<int>(p), 'D', peer);
@@ -508,14 +519,21 @@ void BootstrapLinks::lost(int peer, std::vector<int>* dead) noexcept {
 }
 
 std::vector<int> BootstrapLinks::poll() noexcept {
-  std::vector<int> dead;
+  LinkEvents ev;
+  poll(&ev);
+  return std::move(ev.dead);
+}
+
+void BootstrapLinks::poll(LinkEvents* out) noexcept {
+  out->dead.clear();
+  out->abort = false;
   try {
-    std::vector<pollfd> pfds;
+    pfds_.clear();
     for (size_t p = 0; p < fds_.size(); ++p) {
-      if (fds_[p] >= 0) pfds.push_back(pollfd{fds_[p], POLLIN, 0});
+      if (fds_[p] >= 0) pfds_.push_back(pollfd{fds_[p], POLLIN, 0});
     }
-    if (pfds.empty() || ::poll(pfds.data(), pfds.size(), 0) <= 0) return dead;
-    for (const pollfd& pf : pfds) {
+    if (pfds_.empty() || ::poll(pfds_.data(), pfds_.size(), 0) <= 0) return;
+    for (const pollfd& pf : pfds_) {
       if (pf.revents == 0) continue;
       int peer = static_cast<int>(std::find(fds_.begin(), fds_.end(), pf.fd) - fds_.begin());
       char buf[64];
@@ -524,25 +542,37 @@ std::vector<int> BootstrapLinks::poll() noexcept {
       if (n > 0) inbox_[peer].append(buf, static_cast<size_t>(n));
       bool bye = false;
       while (inbox_[peer].size() >= kNoticeBytes && !bye) {
-        int32_t who = -1;
+        int32_t who = -1, code = 0;
         std::memcpy(&who, inbox_[peer].data() + 1, sizeof who);
+        std::memcpy(&code, inbox_[peer].data() + 5, sizeof code);
         char type = inbox_[peer][0];
         inbox_[peer].erase(0, kNoticeBytes);
         if (type == 'B') bye = true;
         bool valid = who >= 0 && who < static_cast<int>(fds_.size()) && who != rank_;
-        if (type == 'D' && peer == 0 && valid) dead.push_back(who);
+        if (type == 'D' && peer == 0 && valid) out->dead.push_back(who);
+        // Rank 0 hears notices from the rank itself and relays them; the others hear them from 0.
+        if (type == 'A' && valid && (peer == 0 || (rank_ == 0 && who == peer))) {
+          if (!out->abort) {
+            out->abort = true;
+            out->abortFrom = who;
+            out->abortCode = code;
+          }
+          if (rank_ == 0) {
+            for (size_t p = 0; p < fds_.size(); ++p)
+              if (fds_[p] >= 0 && static_cast<int>(p) != who) tell(static_cast<int>(p), 'A', who, code);
+          }
+        }
       }
       if (bye) {
         ::close(fds_[peer]);
         fds_[peer] = -1;
       } else if (n <= 0) {
-        lost(peer, &dead);
+        lost(peer, out);
       }
     }
   } catch (...) {
     // Allocation failure: liveness is best effort, the operation's timeout still applies.
   }
-  return dead;
 }
 
 }  // namespace qccl

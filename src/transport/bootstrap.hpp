@@ -2,6 +2,8 @@
 // connects there once, and rank 0 hands back everyone's blob (e.g. a UCX worker address).
 #pragma once
 
+#include <poll.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,11 +36,22 @@ struct BootstrapAddress {
 };
 BootstrapAddress parseUniqueId(const UniqueId& id);
 
+/// What poll() learnt since its last call.
+struct LinkEvents {
+  std::vector<int> dead;  ///< ranks whose process is gone
+  bool abort = false;     ///< a rank's abort notice arrived
+  int abortFrom = -1;
+  int32_t abortCode = 0;  ///< its ErrorCode value
+};
+
 /// The bootstrap connections, kept open after the exchange so that ranks learn when a process
 /// dies: the kernel closes a dead process's sockets, and a connection that closes without a
-/// goodbye means that rank is gone. Rank 0 holds a connection to every rank and relays each death
-/// to the others; the other ranks hold their connection to rank 0. A host that vanishes without
-/// closing its sockets is not seen here (the operation's timeout covers that).
+/// goodbye means that rank is gone. They also carry abort notices: a plain TCP write reaches the
+/// peer's socket buffer at once and survives the writer closing everything right after, which the
+/// data transport does not promise for a message to a peer that is busy elsewhere. Rank 0 holds a
+/// connection to every rank and relays each death and notice to the others; the other ranks hold
+/// their connection to rank 0. A host that vanishes without closing its sockets is not seen here
+/// (the operation's timeout covers that).
 class BootstrapLinks {
  public:
   BootstrapLinks(int rank, int nranks);
@@ -49,17 +62,21 @@ class BootstrapLinks {
 
   /// Takes ownership of the connected socket `fd` to `peer`.
   void adopt(int peer, int fd);
-  /// Reads what has arrived, without blocking, and returns the ranks learnt dead since the last
-  /// call. Never throws.
+  /// Reads what has arrived, without blocking, into `out` (cleared first). Never throws.
+  void poll(LinkEvents* out) noexcept;
+  /// The ranks learnt dead since the last call (poll() without the notices).
   std::vector<int> poll() noexcept;
+  /// Tells every rank (through rank 0 unless this is rank 0) that this rank aborted with `code`.
+  void sendAbort(int32_t code) noexcept;
 
  private:
-  void lost(int peer, std::vector<int>* dead) noexcept;
-  void tell(int peer, char type, int32_t who) noexcept;
+  void lost(int peer, LinkEvents* out) noexcept;
+  void tell(int peer, char type, int32_t who, int32_t code = 0) noexcept;
 
   int rank_;
   std::vector<int> fds_;            // by rank; -1 when there is none
   std::vector<std::string> inbox_;  // bytes of incomplete notices, by rank
+  std::vector<pollfd> pfds_;        // reused by poll()
 };
 
 /// Collective over `nranks` ranks: returns every rank's `local` blob (at most 1 MiB), indexed by

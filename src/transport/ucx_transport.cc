@@ -181,6 +181,7 @@ class UcxTransport final : public Transport {
       if (st != UCS_OK) throwUcs(st, "ucp_ep_create to rank " + std::to_string(r));
     }
     postAbortRecv();
+    handshake();
   }
 
   ~UcxTransport() override {
@@ -228,7 +229,18 @@ class UcxTransport final : public Transport {
     auto now = Clock::now();
     if (links_ && now >= nextLivenessCheck_) {
       nextLivenessCheck_ = now + kLivenessPeriod;
-      for (int r : links_->poll()) peers_[r].failed = true;
+      links_->poll(&linkEvents_);
+      for (int r : linkEvents_.dead) peers_[r].failed = true;
+      if (linkEvents_.abort && !linkAbort_.have) {
+        // The same notice usually arrives on the data path too, with its reason; keep whichever
+        // comes first (pollAbort prefers the data path's when both are there).
+        linkAbort_.have = true;
+        linkAbort_.peer = linkEvents_.abortFrom;
+        const int32_t c = linkEvents_.abortCode;  // from the wire: only known codes pass
+        linkAbort_.code = c > 0 && c <= static_cast<int32_t>(ErrorCode::kTransportError) ? static_cast<ErrorCode>(c)
+                                                                                         : ErrorCode::kRemoteError;
+        linkAbort_.reason = "(notice through the bootstrap connection)";
+      }
     }
   }
 
@@ -244,6 +256,7 @@ class UcxTransport final : public Transport {
             ucp_tag_send_nbx(eps_[p], abortOut_.data(), abortOut_.size(), fullTag(rank_, kMaxTag), &prm);
         if (UCS_PTR_IS_PTR(r)) abortSends_.push_back(r);
       }
+      if (links_) links_->sendAbort(static_cast<int32_t>(code));
       auto until = Clock::now() + kAbortDrive;
       while (Clock::now() < until && !abortSendsDone()) progress();
     } catch (...) {
@@ -261,7 +274,8 @@ class UcxTransport final : public Transport {
         if (st == UCS_OK) parseAbort(slot);
       }
     }
-    return abort_.report(peer, code, reason);
+    if (abort_.have) return abort_.report(peer, code, reason);
+    return linkAbort_.report(peer, code, reason);
   }
 
  private:
@@ -287,6 +301,51 @@ class UcxTransport final : public Transport {
     out->reset(worker_, &peers_[peer], isRecv, tag, bytes, req, UCS_PTR_IS_PTR(r) ? UCS_OK : UCS_PTR_STATUS(r),
                capacity);
     return RequestPtr(out);
+  }
+
+  // Sends one small message to every rank and receives one from every rank. UCX wires endpoints up
+  // lazily, and a wireup needs both sides to progress: without this, the first message to a peer
+  // that is busy elsewhere (an abort notice, typically) could not leave before the endpoint is
+  // closed. Afterwards a small message is handed to the wire (socket, shared-memory queue) at once.
+  void handshake() {
+    const ucp_tag_t tag = static_cast<ucp_tag_t>(kMaxTag) + 1;
+    std::vector<uint32_t> in(static_cast<size_t>(size_), 0);
+    const uint32_t mine = static_cast<uint32_t>(rank_);
+    std::vector<void*> reqs;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      ucp_request_param_t rp = recvParams();
+      ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, &in[p], sizeof(uint32_t), fullTag(p, tag), kFullMask, &rp);
+      if (UCS_PTR_IS_ERR(r)) throwUcs(UCS_PTR_STATUS(r), "handshake receive");
+      reqs.push_back(r);
+      ucp_request_param_t sp{};
+      r = ucp_tag_send_nbx(eps_[p], &mine, sizeof mine, fullTag(rank_, tag), &sp);
+      if (UCS_PTR_IS_ERR(r)) throwUcs(UCS_PTR_STATUS(r), "handshake send to rank " + std::to_string(p));
+      if (UCS_PTR_IS_PTR(r)) reqs.push_back(r);
+    }
+    auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeoutSec_));
+    bool done = false;
+    while (!done) {
+      progress();
+      done = true;
+      for (void* r : reqs) done = done && ucp_request_check_status(r) != UCS_INPROGRESS;
+      if (!done && Clock::now() >= until) break;
+    }
+    ucs_status_t worst = UCS_OK;
+    for (void* r : reqs) {
+      ucs_status_t st = ucp_request_check_status(r);
+      if (st == UCS_INPROGRESS) ucp_request_cancel(worker_, r);
+      if (st != UCS_OK) worst = st;
+      ucp_request_free(r);
+    }
+    if (!done)
+      throw Error(ErrorCode::kTimeout, "qccl ucx transport: rank " + std::to_string(rank_) +
+                                           ": the endpoint handshake with every rank timed out");
+    if (worst != UCS_OK) throwUcs(worst, "endpoint handshake");
+    for (int p = 0; p < size_; ++p) {
+      QCCL_CHECK(p == rank_ || in[p] == static_cast<uint32_t>(p), ErrorCode::kMalformed,
+                 "qccl ucx transport: handshake: rank " + std::to_string(p) + " sent " + std::to_string(in[p]));
+    }
   }
 
   void postAbortRecv() {
@@ -356,6 +415,8 @@ class UcxTransport final : public Transport {
   std::vector<void*> abortSends_;
   bool abortSent_ = false;
   ReceivedAbort abort_;
+  ReceivedAbort linkAbort_;
+  LinkEvents linkEvents_;
   Clock::time_point dropLimit_ = Clock::time_point::max();
   std::vector<std::unique_ptr<UcxRequest>> pool_;
 };

@@ -3,19 +3,30 @@
 // MPI_Bcast's (--transport ucx). MPI itself is only the launcher and the referee here: it
 // compares hashes of the results across ranks.
 //
-//   capi_mpi_check --transport mpi|ucx --case basic|mismatch-count|mismatch-codec
+//   capi_mpi_check --transport mpi|ucx --case CASE
+//     basic               every algorithm and codec, exact or bit-identical results
+//     mismatch-count      rank 0 passes another count: qcclMismatch / qcclRemoteError everywhere
+//     mismatch-codec      rank 0 passes another codec: likewise
+//     mismatch-threshold  auto with counts on both sides of QCCL_MIN_COMPRESS: qcclMismatch on every
+//                         rank from the cross-rank check, never a wait for the timeout
+//     restart             a communicator fails, is destroyed, and a new one works (elastic restart)
+//     watchdog            rank 0 is stuck in a call its peers never make; another thread's
+//                         qcclCommAbort ends it with qcclCommFailed, and the peers hear of it
 // Exit status 0 when every check passed on every rank.
 // Only the C bindings of MPI (the C++ ones warn under -Wextra).
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "qccl/qccl_mpi.h"
@@ -151,23 +162,101 @@ void caseBasic(qcclComm_t comm) {
          "stats: calls %llu sent %llu", (unsigned long long)st.calls, (unsigned long long)st.bytesSent);
 }
 
-// Rank 0 disagrees with the others; every rank must see an error, none may hang.
+// Rank 0 disagrees with the others; every rank must see an error, none may hang: the rank that
+// detects it reports qcclMismatch, the others hear its notice (qcclRemoteError) or detect it too.
 void caseMismatch(qcclComm_t comm, bool countMismatch) {
   size_t count = (countMismatch && gRank == 0) ? 100000 : 100003;
   std::vector<float> buf(count, 1.0f);
   qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
+  t.id = 5;
   t.codec = (!countMismatch && gRank == 0) ? qcclCodecOneBit : qcclCodecMaxMin;
   t.algo = qcclAlgoSra;
   qcclResult_t r = qcclAllreduce(buf.data(), buf.data(), count, qcclFloat32, qcclSum, &t, comm, nullptr);
   std::fprintf(stderr, "[rank %d] mismatch result: %s: %s\n", gRank, qcclGetErrorString(r), qcclGetLastError(comm));
-  EXPECT(r != qcclSuccess, "a mismatched allreduce succeeded");
+  EXPECT(r == qcclMismatch || r == qcclRemoteError, "expected a mismatch or a peer's notice, got %s",
+         qcclGetErrorString(r));
   EXPECT(std::strlen(qcclGetLastError(comm)) > 0, "no error text");
+  int mismatches = r == qcclMismatch ? 1 : 0, total = 0;
+  MPI_Allreduce(&mismatches, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT(total >= 1, "no rank detected the mismatch itself");
+}
+
+// auto: one rank's tensor is below QCCL_MIN_COMPRESS (64 KiB, so uncompressed), the others' above
+// it (compressed). Before any rank acts on its choice, the cross-rank check finds the disagreement:
+// every rank returns qcclMismatch (a timeout would be qcclTimeout).
+void caseMismatchThreshold(qcclComm_t comm) {
+  size_t count = gRank == 0 ? 10000 : 20000;
+  std::vector<float> buf(count, 1.0f);
+  qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
+  t.id = 6;
+  t.codec = qcclCodecOneBit;
+  t.algo = qcclAlgoAuto;
+  auto t0 = std::chrono::steady_clock::now();
+  qcclResult_t r = qcclAllreduce(buf.data(), buf.data(), count, qcclFloat32, qcclSum, &t, comm, nullptr);
+  double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "[rank %d] threshold mismatch after %.3f s: %s: %s\n", gRank, sec, qcclGetErrorString(r),
+               qcclGetLastError(comm));
+  EXPECT(r == qcclMismatch, "expected qcclMismatch, got %s", qcclGetErrorString(r));
+  EXPECT(std::strstr(qcclGetLastError(comm), "count") != nullptr, "message does not name the count: %s",
+         qcclGetLastError(comm));
+}
+
+// A communicator fails (a mismatch), is destroyed, and a fresh one over the same processes works.
+void caseRestart(const std::string& transport) {
+  for (int round = 0; round < 2; ++round) {
+    qcclComm_t comm = makeComm(transport, 5.0);
+    EXPECT(comm != nullptr, "round %d: no communicator", round);
+    if (comm == nullptr) return;
+    caseMismatch(comm, true);
+    qcclCommDestroy(comm);
+  }
+  qcclComm_t comm = makeComm(transport, 60.0);
+  EXPECT(comm != nullptr, "no communicator after the failures");
+  if (comm == nullptr) return;
+  for (int algo : {qcclAlgoRing, qcclAlgoSra, qcclAlgoAuto}) checkExactAllreduce(comm, 100003, algo);
+  checkLossy(comm, qcclCodecOneBit, 100003);
+  EXPECT(qcclCommDestroy(comm) == qcclSuccess, "destroy: %s", qcclGetLastError(nullptr));
+}
+
+// Rank 0 calls an allreduce its peers never make (they are busy elsewhere). A watchdog thread on
+// rank 0 aborts the communicator: the stuck call returns qcclCommFailed long before the 60 s
+// timeout, and the peers' next call on the communicator hears the notice (qcclRemoteError).
+void caseWatchdog(qcclComm_t comm) {
+  std::vector<float> buf(300000, 1.0f);
+  qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
+  t.id = 7;
+  t.codec = qcclCodecOneBit;
+  if (gRank == 0) {
+    std::atomic<bool> returned{false};
+    std::thread watchdog([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      EXPECT(!returned.load(), "the call returned before it was aborted");
+      EXPECT(qcclCommAbort(comm) == qcclSuccess, "abort: %s", qcclGetLastError(nullptr));
+    });
+    auto t0 = std::chrono::steady_clock::now();
+    qcclResult_t r = qcclAllreduce(buf.data(), buf.data(), buf.size(), qcclFloat32, qcclSum, &t, comm, nullptr);
+    returned = true;
+    double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "[rank 0] stuck call returned after %.3f s: %s\n", sec, qcclGetErrorString(r));
+    EXPECT(r == qcclCommFailed, "expected qcclCommFailed, got %s", qcclGetErrorString(r));
+    EXPECT(sec < 30.0, "the stuck call ran %.1f s, towards its 60 s timeout", sec);
+    watchdog.join();  // qcclCommAbort freed the communicator
+    MPI_Barrier(MPI_COMM_WORLD);
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);  // rank 0 has aborted by now
+    qcclResult_t r = qcclAllreduce(buf.data(), buf.data(), buf.size(), qcclFloat32, qcclSum, &t, comm, nullptr);
+    EXPECT(r == qcclRemoteError, "expected qcclRemoteError from rank 0's notice, got %s: %s", qcclGetErrorString(r),
+           qcclGetLastError(comm));
+    qcclCommDestroy(comm);
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0;
+  // The watchdog case aborts from a second thread while the first one is inside qccl.
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &gRank);
   MPI_Comm_size(MPI_COMM_WORLD, &gSize);
   std::string transport = "mpi", which = "basic";
@@ -175,22 +264,33 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--transport") == 0) transport = argv[i + 1];
     if (std::strcmp(argv[i], "--case") == 0) which = argv[i + 1];
   }
-  bool mismatch = which.rfind("mismatch", 0) == 0;
-  qcclComm_t comm = makeComm(transport, mismatch ? 5.0 : 60.0);
-  EXPECT(comm != nullptr, "no communicator");
-  if (comm != nullptr) {
-    if (which == "basic") {
-      caseBasic(comm);
-    } else if (mismatch) {
-      caseMismatch(comm, which == "mismatch-count");
-    } else {
-      EXPECT(false, "unknown case %s", which.c_str());
+  const bool mismatch = which.rfind("mismatch", 0) == 0;
+  if (which == "restart") {
+    caseRestart(transport);
+  } else {
+    qcclComm_t comm = makeComm(transport, mismatch ? 5.0 : 60.0);
+    EXPECT(comm != nullptr, "no communicator");
+    if (comm != nullptr) {
+      if (which == "basic") {
+        caseBasic(comm);
+      } else if (which == "mismatch-threshold") {
+        caseMismatchThreshold(comm);
+      } else if (mismatch) {
+        caseMismatch(comm, which == "mismatch-count");
+      } else if (which == "watchdog") {
+        EXPECT(provided >= MPI_THREAD_SERIALIZED, "MPI thread level %d", provided);
+        caseWatchdog(comm);
+        comm = nullptr;  // freed inside
+      } else {
+        EXPECT(false, "unknown case %s", which.c_str());
+      }
+      // A failed communicator may not be able to say goodbye to its peers; abort does not wait.
+      if (comm != nullptr && mismatch) {
+        qcclCommAbort(comm);
+      } else if (comm != nullptr) {
+        EXPECT(qcclCommDestroy(comm) == qcclSuccess, "destroy: %s", qcclGetLastError(nullptr));
+      }
     }
-    // A failed communicator may not be able to say goodbye to its peers; abort does not wait.
-    if (mismatch)
-      qcclCommAbort(comm);
-    else
-      EXPECT(qcclCommDestroy(comm) == qcclSuccess, "destroy: %s", qcclGetLastError(nullptr));
   }
   int total = 0;
   MPI_Allreduce(&gFailures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -23,7 +23,9 @@ const char* const kVars[] = {"QCCL_CODEC",
                              "QCCL_WARMUP",
                              "QCCL_ALGO",
                              "QCCL_ERROR_FEEDBACK",
-                             "QCCL_MAX_RESIDUAL_BYTES"};
+                             "QCCL_MAX_RESIDUAL_BYTES",
+                             "QCCL_CPU_ISA",
+                             "QCCL_SOCKET_IFNAME"};
 
 // Clears every QCCL_* variable before and after each test so that tests do not leak settings.
 class Env : public ::testing::Test {
@@ -61,6 +63,7 @@ TEST_F(Env, EveryVariableOverrides) {
   setenv("QCCL_WARMUP", "10", 1);
   setenv("QCCL_ALGO", "sra", 1);
   setenv("QCCL_ERROR_FEEDBACK", "0", 1);
+  setenv("QCCL_MAX_RESIDUAL_BYTES", "256M", 1);
   Options o = optionsFromEnv();
   EXPECT_EQ(o.codec.codec, CodecId::kMaxMin);
   EXPECT_EQ(o.codec.bits, 8);
@@ -74,6 +77,17 @@ TEST_F(Env, EveryVariableOverrides) {
   EXPECT_EQ(o.warmupCalls, 10);
   EXPECT_EQ(o.algo, Algo::kSra);
   EXPECT_FALSE(o.errorFeedback);
+  EXPECT_EQ(o.maxResidualBytes, size_t{256} << 20);
+}
+
+// The variables the lower layers use are read here too (config.cc is the only reader).
+TEST_F(Env, LowerLayerVariablesAreReadInOnePlace) {
+  EXPECT_EQ(env::cpuIsaCap(), "");
+  EXPECT_EQ(env::socketIfname(), "");
+  setenv("QCCL_CPU_ISA", "scalar", 1);
+  setenv("QCCL_SOCKET_IFNAME", "eth7", 1);
+  EXPECT_EQ(env::cpuIsaCap(), "scalar");
+  EXPECT_EQ(env::socketIfname(), "eth7");
 }
 
 TEST_F(Env, OverridesApplyToTheGivenBase) {
@@ -87,11 +101,17 @@ TEST_F(Env, OverridesApplyToTheGivenBase) {
 
 TEST_F(Env, BadValuesAreInvalidArguments) {
   const std::vector<std::pair<const char*, const char*>> bad = {
-      {"QCCL_CODEC", "zip"},       {"QCCL_BITS", "3"},          {"QCCL_BITS", "4x"},          {"QCCL_BUCKET", "100"},
-      {"QCCL_BUCKET", "-32"},      {"QCCL_BUCKET", "131072"},   {"QCCL_STOCHASTIC", "maybe"}, {"QCCL_SEED", "-1"},
-      {"QCCL_MIN_COMPRESS", "1T"}, {"QCCL_CHUNK_BYTES", "0"},   {"QCCL_CHUNK_BYTES", ""},     {"QCCL_PIPELINE", "0"},
-      {"QCCL_TIMEOUT", "0"},       {"QCCL_TIMEOUT", "nan"},     {"QCCL_TIMEOUT", "5s"},       {"QCCL_WARMUP", "-2"},
-      {"QCCL_ALGO", "tree"},       {"QCCL_ERROR_FEEDBACK", "2"}};
+      {"QCCL_CODEC", "zip"},        {"QCCL_BITS", "3"},
+      {"QCCL_BITS", "4x"},          {"QCCL_BUCKET", "100"},
+      {"QCCL_BUCKET", "-32"},       {"QCCL_BUCKET", "131072"},
+      {"QCCL_STOCHASTIC", "maybe"}, {"QCCL_SEED", "-1"},
+      {"QCCL_MIN_COMPRESS", "1T"},  {"QCCL_CHUNK_BYTES", "0"},
+      {"QCCL_CHUNK_BYTES", ""},     {"QCCL_PIPELINE", "0"},
+      {"QCCL_TIMEOUT", "0"},        {"QCCL_TIMEOUT", "nan"},
+      {"QCCL_TIMEOUT", "5s"},       {"QCCL_WARMUP", "-2"},
+      {"QCCL_ALGO", "tree"},        {"QCCL_ERROR_FEEDBACK", "2"},
+      {"QCCL_CHUNK_BYTES", "2G"},   {"QCCL_CHUNK_BYTES", "3"},
+      {"QCCL_PIPELINE", "65"},      {"QCCL_MAX_RESIDUAL_BYTES", "lots"}};
   for (auto [var, value] : bad) {
     setenv(var, value, 1);
     try {

@@ -4,19 +4,105 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <new>
 #include <string>
 
 #include "coll_test_util.hpp"
 #include "core/config.hpp"
 #include "transport/mpi_transport.hpp"
 
+// Every C++ heap allocation of the process, counted by alloc_counter.cc (MPI's own use malloc).
+extern std::atomic<uint64_t> gNews;
+
 namespace qccl {
 namespace test {
 namespace {
 
-std::unique_ptr<Communicator> worldComm(const Options& opts) {
-  return std::make_unique<Communicator>(makeMpiTransport(MPI_Comm_c2f(MPI_COMM_WORLD)), opts);
+std::unique_ptr<Communicator> worldComm(const Options& opts, const MpiTransportOptions& t = {}) {
+  return std::make_unique<Communicator>(makeMpiTransport(MPI_Comm_c2f(MPI_COMM_WORLD), t), opts);
+}
+
+// MPI guarantees only MPI_TAG_UB >= 32767: with that bound (simulated on a library that offers
+// more) every algorithm still runs, with more chunks per stream (390) than the chunk field of a tag
+// holds (128) and the ring's 2(n-1) steps; a smaller bound is refused at creation.
+TEST(MpiColl, WorksWithTheSmallestTagRangeMpiAllows) {
+  Options opts;
+  opts.chunkBytes = 1024;
+  opts.codec.bucket = 256;
+  opts.timeoutSec = 60;
+  MpiTransportOptions small;
+  small.tagUpperBound = 32767;
+  auto comm = worldComm(opts, small);
+  EXPECT_EQ(comm->transport().tagLimit(), 32767u);
+  const int n = comm->size(), rank = comm->rank();
+  const size_t count = 100003;
+  std::vector<std::vector<float>> x;
+  for (int r = 0; r < n; ++r) x.push_back(exactInput(count, r));
+  for (Algo algo : {Algo::kRing, Algo::kSra, Algo::kAllgather}) {
+    SCOPED_TRACE(algoName(algo));
+    CodecConfig cfg = opts.codec;
+    cfg.codec = algo == Algo::kRing ? CodecId::kFp32 : CodecId::kOneBit;
+    cfg = resolveConfig(cfg);
+    TensorOpts t;
+    t.id = 100 + static_cast<uint64_t>(algo);
+    t.codec = cfg.codec;
+    t.algo = algo;
+    std::vector<float> out(count);
+    comm->allreduce(x[rank].data(), out.data(), count, DataType::kFloat32, RedOp::kSum, t);
+    RefState st;
+    std::vector<float> ref = algo == Algo::kRing  ? refRing(cfg, x)
+                             : algo == Algo::kSra ? refSra(cfg, x, &st, true)
+                                                  : refAllgatherReduce(cfg, x, &st, true);
+    EXPECT_TRUE(bitEqual(out, ref));
+  }
+  MpiTransportOptions tiny;
+  tiny.tagUpperBound = 1000;
+  try {
+    worldComm(opts, tiny);
+    ADD_FAILURE() << "a tag bound below the standard's minimum was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kTransportError);
+  }
+}
+
+// After the first calls of a shape, a call allocates nothing: requests are recycled, receives are
+// matched without allocation, messages are validated without building strings.
+TEST(MpiColl, SteadyStateCallsAllocateNothing) {
+  Options opts;
+  opts.chunkBytes = 64 << 10;  // pipelined chunks
+  opts.timeoutSec = 60;
+  auto comm = worldComm(opts);
+  const int rank = comm->rank();
+  struct Case {
+    CodecId codec;
+    Algo algo;
+    size_t count;
+  };
+  const Case cases[] = {{CodecId::kOneBit, Algo::kSra, 300007},
+                        {CodecId::kMaxMin, Algo::kAllgather, 100003},
+                        {CodecId::kFp16, Algo::kRing, 200003},
+                        {CodecId::kFp32, Algo::kAuto, 50000}};  // the MPI library's allreduce, checked first
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(codecName(c.codec)) + " " + algoName(c.algo));
+    std::vector<float> buf = exactInput(c.count, rank);
+    TensorOpts t;
+    t.id = 7;
+    t.codec = c.codec;
+    t.algo = c.algo;
+    const uint64_t start = gNews.load();
+    for (int i = 0; i < 3; ++i) comm->allreduce(buf.data(), buf.data(), c.count, DataType::kFloat32, RedOp::kAvg, t);
+    if (c.algo == Algo::kSra) {
+      EXPECT_GT(gNews.load() - start, 0u) << "the counter sees the first call's allocations";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const uint64_t before = gNews.load();
+    for (int i = 0; i < 5; ++i) comm->allreduce(buf.data(), buf.data(), c.count, DataType::kFloat32, RedOp::kAvg, t);
+    EXPECT_EQ(gNews.load() - before, 0u) << "heap allocations in 5 steady-state calls";
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
 }
 
 TEST(MpiColl, AllreduceMatchesReference) {
@@ -45,7 +131,6 @@ TEST(MpiColl, AllreduceMatchesReference) {
       std::vector<std::vector<float>> x;
       for (int r = 0; r < n; ++r) x.push_back(exactInput(count, r));
       TensorOpts t;
-      t.id = 31;
       t.id = nextId++;  // fresh error-feedback state, as in the reference
       t.codec = c.codec;
       t.bits = c.bits;

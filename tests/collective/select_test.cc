@@ -1,0 +1,125 @@
+// selectAlgorithm: the rule of `auto` and the checks of explicit requests, as a pure function.
+#include <gtest/gtest.h>
+
+#include "core/select.hpp"
+#include "qccl/error.hpp"
+
+namespace qccl {
+namespace {
+
+SelectInput input(CodecId codec, size_t count, int nranks) {
+  SelectInput in;
+  in.codec.codec = codec;
+  in.count = count;
+  in.nranks = nranks;
+  in.minCompressBytes = 64 << 10;
+  in.hasId = true;
+  return in;
+}
+
+TEST(Select, AutoUncompressedGoesNativeWhenTheTransportHasIt) {
+  SelectInput in = input(CodecId::kFp32, 1 << 20, 4);
+  in.nativeAvailable = true;
+  Selection s = selectAlgorithm(in);
+  EXPECT_TRUE(s.native);
+  EXPECT_EQ(s.codec.codec, CodecId::kFp32);
+  EXPECT_FALSE(s.errorFeedback);
+  in.nativeAvailable = false;
+  s = selectAlgorithm(in);
+  EXPECT_FALSE(s.native);
+  EXPECT_EQ(s.algo, Algo::kRing);
+}
+
+TEST(Select, AutoBelowTheThresholdIsUncompressedWhateverTheCodec) {
+  SelectInput in = input(CodecId::kOneBit, 10000, 4);  // 40000 bytes < 64 KiB
+  in.nativeAvailable = true;
+  Selection s = selectAlgorithm(in);
+  EXPECT_TRUE(s.native);
+  EXPECT_EQ(s.codec.codec, CodecId::kFp32);
+  in.count = 20000;  // 80000 bytes: compressed
+  s = selectAlgorithm(in);
+  EXPECT_FALSE(s.native);
+  EXPECT_EQ(s.algo, Algo::kSra);
+  EXPECT_EQ(s.codec.codec, CodecId::kOneBit);
+  EXPECT_TRUE(s.errorFeedback);
+}
+
+TEST(Select, AutoPicksRingForCastsSraForThreeRanksAllgatherForTwo) {
+  EXPECT_EQ(selectAlgorithm(input(CodecId::kFp16, 1 << 20, 4)).algo, Algo::kRing);
+  EXPECT_FALSE(selectAlgorithm(input(CodecId::kFp16, 1 << 20, 4)).errorFeedback);
+  EXPECT_EQ(selectAlgorithm(input(CodecId::kMaxMin, 1 << 20, 3)).algo, Algo::kSra);
+  EXPECT_EQ(selectAlgorithm(input(CodecId::kMaxMin, 1 << 20, 2)).algo, Algo::kAllgather);
+  EXPECT_EQ(selectAlgorithm(input(CodecId::kDyn8, 1 << 20, 1)).algo, Algo::kAllgather);
+}
+
+TEST(Select, WarmupSendsUncompressedAndKeepsExplicitAlgorithmsOffTheNativePath) {
+  SelectInput in = input(CodecId::kOneBit, 1 << 20, 4);
+  in.nativeAvailable = true;
+  in.warmup = true;
+  Selection s = selectAlgorithm(in);
+  EXPECT_TRUE(s.native);
+  EXPECT_EQ(s.codec.codec, CodecId::kFp32);
+  in.requested = Algo::kSra;
+  s = selectAlgorithm(in);
+  EXPECT_FALSE(s.native) << "an explicit algorithm is qccl's own, also while warming up";
+  EXPECT_EQ(s.algo, Algo::kRing);
+  EXPECT_EQ(s.codec.codec, CodecId::kFp32);
+}
+
+TEST(Select, ExplicitRingRefusesBucketCodecs) {
+  SelectInput in = input(CodecId::kOneBit, 1 << 20, 4);
+  in.requested = Algo::kRing;
+  try {
+    selectAlgorithm(in);
+    FAIL() << "ring accepted onebit";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  }
+  in.codec.codec = CodecId::kBf16;
+  EXPECT_EQ(selectAlgorithm(in).algo, Algo::kRing);
+}
+
+TEST(Select, ErrorFeedbackNeedsATensorId) {
+  for (Algo a : {Algo::kAuto, Algo::kSra, Algo::kAllgather}) {
+    SelectInput in = input(CodecId::kSignScale, 1 << 20, 4);
+    in.requested = a;
+    in.hasId = false;
+    try {
+      selectAlgorithm(in);
+      FAIL() << "no id accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidUsage);
+      EXPECT_NE(std::string(e.what()).find("tensor id"), std::string::npos) << e.what();
+    }
+    in.errorFeedback = false;
+    EXPECT_FALSE(selectAlgorithm(in).errorFeedback) << "without error feedback no id is needed";
+  }
+  // Calls that keep no residual need no id either.
+  SelectInput in = input(CodecId::kFp16, 1 << 20, 4);
+  in.hasId = false;
+  EXPECT_NO_THROW(selectAlgorithm(in));
+  in = input(CodecId::kOneBit, 100, 4);  // below the threshold
+  in.hasId = false;
+  EXPECT_NO_THROW(selectAlgorithm(in));
+}
+
+TEST(Select, IsAFunctionOfItsInputs) {
+  // The same inputs give the same answer: the property the cross-rank agreement relies on.
+  for (CodecId c : {CodecId::kFp32, CodecId::kFp16, CodecId::kOneBit, CodecId::kMaxMin}) {
+    for (size_t count : {size_t{0}, size_t{16383}, size_t{16384}, size_t{1} << 22}) {
+      for (int n : {1, 2, 3, 8}) {
+        SelectInput in = input(c, count, n);
+        in.nativeAvailable = (count & 1) == 0;
+        Selection a = selectAlgorithm(in), b = selectAlgorithm(in);
+        EXPECT_EQ(a.algo, b.algo);
+        EXPECT_EQ(a.native, b.native);
+        EXPECT_EQ(a.codec.codec, b.codec.codec);
+        EXPECT_EQ(a.errorFeedback, b.errorFeedback);
+        EXPECT_NE(a.algo, Algo::kAuto);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qccl
