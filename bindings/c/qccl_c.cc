@@ -96,6 +96,21 @@ qcclResult_t guarded(qcclComm* comm, const char* fn, F&& body) noexcept {
 
 [[noreturn]] void invalid(const std::string& msg) { throw qccl::Error(ErrorCode::kInvalidArgument, msg); }
 
+// For calls that use the communicator's collective state: its call lock spans the body and the
+// recording of the body's error, so that a concurrent qcclCommAbort frees the communicator only
+// after both.
+template <typename F>
+qcclResult_t lockedCall(qcclComm* comm, const char* fn, F&& body) noexcept {
+  if (comm == nullptr || !comm->core) return guarded(nullptr, fn, [] { invalid("comm is NULL"); });
+  std::unique_lock<std::mutex> lock(comm->callMu, std::defer_lock);
+  try {
+    lock.lock();
+  } catch (...) {
+    return fail(comm, fn, ": cannot lock the communicator", "", qcclInternalError);
+  }
+  return guarded(comm, fn, std::forward<F>(body));
+}
+
 void requireComm(const qcclComm* comm) {
   if (comm == nullptr || !comm->core) invalid("comm is NULL");
 }
@@ -381,6 +396,13 @@ qcclResult_t qcclCommDestroy(qcclComm_t comm) {
   });
 }
 
+qcclResult_t qcclCommInterrupt(qcclComm_t comm) {
+  return guarded(nullptr, "qcclCommInterrupt", [&] {
+    requireComm(comm);
+    comm->core->requestAbort();
+  });
+}
+
 qcclResult_t qcclCommAbort(qcclComm_t comm) {
   return guarded(nullptr, "qcclCommAbort", [&] {
     if (comm == nullptr) invalid("comm is NULL");
@@ -427,22 +449,13 @@ qcclResult_t qcclCommGetStats(const qcclComm_t comm, qcclStats_t* stats) {
 }
 
 qcclResult_t qcclTensorRelease(qcclComm_t comm, uint64_t id) {
-  return guarded(comm, "qcclTensorRelease", [&] {
-    requireComm(comm);
-    std::lock_guard<std::mutex> lock(comm->callMu);
-    comm->core->releaseTensor(id);
-  });
+  return lockedCall(comm, "qcclTensorRelease", [&] { comm->core->releaseTensor(id); });
 }
 
 qcclResult_t qcclTensorStateSave(qcclComm_t comm, uint64_t id, void* buf, size_t* bytes) {
-  return guarded(comm, "qcclTensorStateSave", [&] {
-    requireComm(comm);
+  return lockedCall(comm, "qcclTensorStateSave", [&] {
     if (bytes == nullptr) invalid("bytes is NULL");
-    std::vector<uint8_t> record;
-    {
-      std::lock_guard<std::mutex> lock(comm->callMu);
-      record = comm->core->saveTensorState(id);
-    }
+    std::vector<uint8_t> record = comm->core->saveTensorState(id);
     if (buf != nullptr) {
       if (*bytes < record.size())
         invalid("buffer of " + std::to_string(*bytes) + " bytes is smaller than the record's " +
@@ -454,18 +467,14 @@ qcclResult_t qcclTensorStateSave(qcclComm_t comm, uint64_t id, void* buf, size_t
 }
 
 qcclResult_t qcclTensorStateLoad(qcclComm_t comm, uint64_t id, const void* buf, size_t bytes, int device) {
-  return guarded(comm, "qcclTensorStateLoad", [&] {
-    requireComm(comm);
+  return lockedCall(comm, "qcclTensorStateLoad", [&] {
     if (buf == nullptr && bytes > 0) invalid("buf is NULL");
-    std::lock_guard<std::mutex> lock(comm->callMu);
     comm->core->loadTensorState(id, buf, bytes, device != 0);
   });
 }
 
 qcclResult_t qcclTensorStateScale(qcclComm_t comm, uint64_t id, float factor, int* found) {
-  return guarded(comm, "qcclTensorStateScale", [&] {
-    requireComm(comm);
-    std::lock_guard<std::mutex> lock(comm->callMu);
+  return lockedCall(comm, "qcclTensorStateScale", [&] {
     bool had = comm->core->scaleTensorState(id, factor);
     if (found != nullptr) *found = had ? 1 : 0;
   });
@@ -473,23 +482,20 @@ qcclResult_t qcclTensorStateScale(qcclComm_t comm, uint64_t id, float factor, in
 
 qcclResult_t qcclAllreduce(const void* sendbuff, void* recvbuff, size_t count, qcclDataType_t datatype, qcclRedOp_t op,
                            const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream) {
-  return guarded(comm, "qcclAllreduce", [&] {
-    requireComm(comm);
+  return lockedCall(comm, "qcclAllreduce", [&] {
     checkCount(count, "count");
     qccl::DataType dt = dtypeFromC(datatype);
     qccl::RedOp rop = opFromC(op);
     if (count > 0 && sendbuff == nullptr) invalid("sendbuff is NULL with count > 0");
     if (count > 0 && recvbuff == nullptr) invalid("recvbuff is NULL with count > 0");
     qccl::TensorOpts t = tensorOptsFromC(opts);
-    std::lock_guard<std::mutex> lock(comm->callMu);
     comm->core->allreduce(sendbuff, recvbuff, count, dt, rop, t, stream);
   });
 }
 
 qcclResult_t qcclAllgather(const void* sendbuff, void* recvbuff, size_t sendcount, qcclDataType_t datatype,
                            const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream) {
-  return guarded(comm, "qcclAllgather", [&] {
-    requireComm(comm);
+  return lockedCall(comm, "qcclAllgather", [&] {
     checkCount(sendcount, "sendcount");
     qccl::DataType dt = dtypeFromC(datatype);
     size_t n = static_cast<size_t>(comm->core->size());
@@ -505,7 +511,6 @@ qcclResult_t qcclAllgather(const void* sendbuff, void* recvbuff, size_t sendcoun
         invalid("sendbuff overlaps recvbuff but is not recvbuff + rank * sendcount");
     }
     qccl::TensorOpts t = tensorOptsFromC(opts);
-    std::lock_guard<std::mutex> lock(comm->callMu);
     comm->core->allgather(sendbuff, recvbuff, sendcount, dt, t, stream);
   });
 }

@@ -11,10 +11,15 @@
  *     once is only safe when the application orders them itself.
  *   - Different communicators may be used from different threads at the same time (over MPI this
  *     needs MPI_THREAD_MULTIPLE, as any concurrent use of MPI does).
- *   - qcclCommAbort, qcclCommGetStats, qcclCommCount, qcclCommUserRank and qcclGetLastError may be
- *     called from any thread at any time, also while another thread is inside a collective on the
- *     same communicator: qcclCommAbort makes that collective return qcclCommFailed within
- *     milliseconds (the watchdog pattern), tells the peers, then frees the communicator.
+ *   - qcclCommInterrupt, qcclCommAbort, qcclCommGetStats, qcclCommCount, qcclCommUserRank and
+ *     qcclGetLastError may be called from any thread at any time, also while another thread is
+ *     inside a collective on the same communicator: qcclCommInterrupt and qcclCommAbort make that
+ *     collective return qcclCommFailed within milliseconds (the watchdog pattern); qcclCommAbort
+ *     then tells the peers and frees the communicator once that call has returned.
+ *   - A failed call records its message both on the communicator and for the calling thread: a
+ *     thread whose call may race a qcclCommAbort reads it with qcclGetLastError(NULL).
+ *   - Over MPI, qccl calls MPI from the thread that calls qccl; a qcclCommAbort or qcclCommDestroy
+ *     from another thread than the collectives' needs MPI_THREAD_SERIALIZED or higher.
  *   - qcclCommDestroy waits for a running call on the communicator to return; using the handle
  *     after qcclCommDestroy or qcclCommAbort returned is an error of the application.
  *   - A communicator that failed (timeout, dead peer, mismatch, abort) stays failed; destroy it and
@@ -189,6 +194,10 @@ qcclResult_t qcclCommInitLoopback(qcclComm_t* comms, int nranks, const qcclConfi
 
 /** Frees the communicator and its per-tensor state (after a running call on it returned). */
 qcclResult_t qcclCommDestroy(qcclComm_t comm);
+/** Watchdog: makes the collective running on comm (in another thread) and every later call on it
+ *  return qcclCommFailed, within milliseconds; does not free it. Callable from any thread at any
+ *  time. The thread that owns comm then calls qcclCommAbort or qcclCommDestroy. */
+qcclResult_t qcclCommInterrupt(qcclComm_t comm);
 /** Marks the communicator failed, tells the peers (best effort), then frees it. Callable from any
  *  thread, also while another thread is inside a collective on comm: that collective returns
  *  qcclCommFailed within milliseconds, and qcclCommAbort returns after it. */

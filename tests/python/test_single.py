@@ -130,3 +130,72 @@ def test_bootstrap_arguments_raise():
         qccl.init_rank(2, b"short", 0)
     with pytest.raises(TypeError):
         qccl.init_rank(2, "not bytes", 0)
+
+
+def test_lossy_codec_needs_a_tensor_id():
+    comms = qccl.loopback(2, codec="onebit", min_compress_bytes=0)
+
+    def body(rank, c):
+        x = np.ones(4096, np.float32)
+        with pytest.raises(qccl.Error) as info:
+            c.allreduce(x)
+        assert info.value.name == "qcclInvalidUsage"
+        assert "tensor id" in str(info.value)
+        c.allreduce(x, tensor_id=3)  # the communicator is still usable
+        return x
+
+    for x in run_ranks(comms, body):
+        assert np.all(np.isfinite(x))
+    for c in comms:
+        c.destroy()
+
+
+def test_tensor_state_save_load_scale():
+    comms = qccl.loopback(3, codec="signscale", min_compress_bytes=0)
+
+    def body(rank, c):
+        x = np.sin(np.arange(5000, dtype=np.float32) * 0.01 + rank)
+        c.allreduce(x.copy(), tensor_id=11)
+        rec = c.save_tensor_state(11)
+        assert len(rec) > 5000 * 4
+        assert c.save_tensor_state(12) == b""
+        assert c.scale_tensor_state(11, 0.5)
+        assert not c.scale_tensor_state(12, 0.5)
+        assert c.save_tensor_state(11) != rec
+        c.load_tensor_state(11, rec)
+        assert c.save_tensor_state(11) == rec
+        with pytest.raises(qccl.Error) as info:
+            c.load_tensor_state(11, b"\x00" * len(rec))
+        assert info.value.name == "qcclMalformed"
+        assert c.stats()["tensors"] == 1
+
+    run_ranks(comms, body)
+    for c in comms:
+        c.destroy()
+
+
+@pytest.mark.parametrize("how", ["interrupt", "abort"])
+def test_watchdog_ends_a_stuck_call(how):
+    """Rank 1 never joins; another thread interrupts or aborts rank 0's communicator while its
+    collective is stuck: the call raises qcclCommFailed at once, long before its 60 s timeout."""
+    comms = qccl.loopback(2, timeout=60)
+    outcome = {}
+
+    def stuck():
+        x = np.ones(100000, np.float32)
+        try:
+            comms[0].allreduce(x)
+        except qccl.Error as e:
+            outcome["name"] = e.name
+
+    t = threading.Thread(target=stuck)
+    t.start()
+    t.join(0.3)
+    assert t.is_alive()
+    getattr(comms[0], how)()
+    t.join(20)
+    assert not t.is_alive(), "the stuck call did not return"
+    assert outcome.get("name") == "qcclCommFailed"
+    comms[0].destroy()  # after abort: a no-op; after interrupt: frees it
+    assert not comms[0].alive
+    comms[1].destroy()

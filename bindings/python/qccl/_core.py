@@ -187,9 +187,10 @@ class Communicator:
 
         op: ``"sum"`` or ``"avg"``. codec: ``none|fp16|bf16|onebit|signscale|maxmin|dyn8``, or
         None for the communicator's. bits: maxmin bits (2, 4, 8), 0/None for the communicator's.
-        tensor_id: a stable id per tensor; with the element count it keys the error-feedback
-        residual. algo: ``auto|ring|sra|allgather`` or None. The result is bit-identical on
-        every rank."""
+        tensor_id: the tensor's stable id, the same on every rank; it keys the error-feedback
+        residual (a new element count for a known id replaces it). 0 means "no id": a lossy codec
+        with error feedback then raises ``qcclInvalidUsage``. algo: ``auto|ring|sra|allgather`` or
+        None. The result is bit-identical on every rank."""
         if out is None:
             out = tensor
         send, stream = _buffer(tensor, "input", writable=False)
@@ -223,16 +224,43 @@ class Communicator:
         return self._comm.stats()
 
     def release(self, tensor_id: int) -> None:
-        """Frees the error-feedback state of ``tensor_id`` (all element counts)."""
+        """Frees the error-feedback state of ``tensor_id``."""
         with self._lock:
             self._comm.release(int(tensor_id))
 
+    def save_tensor_state(self, tensor_id: int) -> bytes:
+        """The error-feedback state of ``tensor_id`` (residuals, call count) as bytes for a
+        checkpoint; ``b""`` when it has none. It only fits the same rank of a communicator of the
+        same size."""
+        with self._lock:
+            return self._comm.save_tensor_state(int(tensor_id))
+
+    def load_tensor_state(self, tensor_id: int, data: bytes, device: bool = False) -> None:
+        """Replaces the state of ``tensor_id`` by bytes from :meth:`save_tensor_state` (validated;
+        malformed bytes raise ``qcclMalformed``). ``device``: the tensor's calls use CUDA buffers."""
+        with self._lock:
+            self._comm.load_tensor_state(int(tensor_id), bytes(data), bool(device))
+
+    def scale_tensor_state(self, tensor_id: int, factor: float) -> bool:
+        """Multiplies the residuals of ``tensor_id`` by ``factor``, e.g. new / old loss scale when a
+        mixed-precision scaler changes it. False when the tensor has no state."""
+        with self._lock:
+            return self._comm.scale_tensor_state(int(tensor_id), float(factor))
+
+    def interrupt(self) -> None:
+        """From any thread: makes the collective running on this communicator (and every later
+        call) raise ``qcclCommFailed`` within milliseconds. Then :meth:`abort` or :meth:`destroy`."""
+        self._comm.interrupt()
+
     def destroy(self) -> None:
-        """Frees the communicator; later calls raise. Safe to call twice."""
+        """Frees the communicator once a running call on it has returned; later calls raise. Safe
+        to call twice."""
         self._comm.destroy()
 
     def abort(self) -> None:
-        """Marks the communicator failed, tells the peers (best effort) and frees it."""
+        """Marks the communicator failed, tells the peers (best effort) and frees it. Callable from
+        any thread, also while another thread is inside a collective on it (that one raises
+        ``qcclCommFailed`` at once)."""
         self._comm.abort()
 
     @property

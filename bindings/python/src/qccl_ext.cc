@@ -9,7 +9,10 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <atomic>
 #include <cstring>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,10 +34,11 @@ nb::object& errorClass() {
   return cls;
 }
 
-void check(qcclResult_t r, qcclComm_t comm, const char* what) {
+void check(qcclResult_t r, qcclComm_t /*comm*/, const char* what) {
   if (r == qcclSuccess) return;
-  // The library's message already names the call; fall back to the code's text.
-  std::string detail = qcclGetLastError(comm);
+  // The library's message already names the call; fall back to the code's text. It is read from
+  // this thread's copy: another thread may have aborted (and freed) the communicator meanwhile.
+  std::string detail = qcclGetLastError(nullptr);
   if (detail.empty()) detail = std::string(what) + ": " + qcclGetErrorString(r);
   throw CallError{static_cast<int>(r), detail};
 }
@@ -148,46 +152,84 @@ qcclUniqueId idFromBytes(const nb::bytes& b) {
 nb::bytes idToBytes(const qcclUniqueId& id) { return nb::bytes(id.internal, sizeof(id.internal)); }
 
 // Owns one qcclComm_t. destroy()/abort() free it early; the destructor frees what is left.
+//
+// Threads (Python's hook worker runs collectives while the main thread may destroy, abort or read
+// stats): calls hold the handle's shared lock while they use the communicator; destroy() takes it
+// exclusively, so it waits for a running call; abort() first interrupts the communicator (the
+// running call returns within milliseconds), then takes it exclusively and frees.
 class Comm {
  public:
   explicit Comm(qcclComm_t c) : comm_(c) {}
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
   ~Comm() {
-    if (comm_) qcclCommDestroy(comm_);
+    if (qcclComm_t c = comm_.exchange(nullptr)) qcclCommDestroy(c);
   }
 
-  qcclComm_t get() const {
-    if (!comm_) throw CallError{qcclInvalidUsage, "the communicator was destroyed"};
-    return comm_;
+  // Runs fn(comm) with the GIL released, under the shared lock.
+  template <typename F>
+  qcclResult_t call(F&& fn) const {
+    nb::gil_scoped_release unlocked;
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    qcclComm_t c = comm_.load();
+    if (c == nullptr) return qcclInvalidUsage;
+    return fn(c);
   }
-  bool alive() const { return comm_ != nullptr; }
+  // Like call(), with the error turned into qccl.Error.
+  template <typename F>
+  void run(const char* what, F&& fn) const {
+    qcclResult_t r = call(std::forward<F>(fn));
+    if (r == qcclInvalidUsage && !alive()) throw CallError{qcclInvalidUsage, "the communicator was destroyed"};
+    check(r, nullptr, what);
+  }
+
+  bool alive() const { return comm_.load() != nullptr; }
   int rank() const {
     int r = -1;
-    check(qcclCommUserRank(get(), &r), comm_, "qcclCommUserRank");
+    run("qcclCommUserRank", [&](qcclComm_t c) { return qcclCommUserRank(c, &r); });
     return r;
   }
   int size() const {
     int n = 0;
-    check(qcclCommCount(get(), &n), comm_, "qcclCommCount");
+    run("qcclCommCount", [&](qcclComm_t c) { return qcclCommCount(c, &n); });
     return n;
   }
   void destroy() {
-    qcclComm_t c = std::exchange(comm_, nullptr);
-    if (c) check(qcclCommDestroy(c), nullptr, "qcclCommDestroy");
+    nb::gil_scoped_release unlocked;
+    qcclComm_t c = comm_.exchange(nullptr);
+    if (c == nullptr) return;
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    qcclResult_t r = qcclCommDestroy(c);
+    if (r != qcclSuccess) {
+      nb::gil_scoped_acquire held;
+      check(r, nullptr, "qcclCommDestroy");
+    }
   }
   void abort() {
-    qcclComm_t c = std::exchange(comm_, nullptr);
-    if (c) check(qcclCommAbort(c), nullptr, "qcclCommAbort");
+    nb::gil_scoped_release unlocked;
+    qcclComm_t c = comm_.exchange(nullptr);
+    if (c == nullptr) return;
+    qcclCommInterrupt(c);  // a running call returns now, so the exclusive lock below is quick
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    qcclResult_t r = qcclCommAbort(c);
+    if (r != qcclSuccess) {
+      nb::gil_scoped_acquire held;
+      check(r, nullptr, "qcclCommAbort");
+    }
+  }
+  // Without the lock: qcclCommInterrupt is safe while another thread is inside a call.
+  void interrupt() {
+    if (qcclComm_t c = comm_.load()) check(qcclCommInterrupt(c), nullptr, "qcclCommInterrupt");
   }
 
  private:
-  qcclComm_t comm_;
+  mutable std::shared_mutex mu_;
+  std::atomic<qcclComm_t> comm_;
 };
 
 nb::dict stats(const Comm& self) {
   qcclStats_t s;
-  check(qcclCommGetStats(self.get(), &s), self.get(), "qcclCommGetStats");
+  self.run("qcclCommGetStats", [&](qcclComm_t c) { return qcclCommGetStats(c, &s); });
   nb::dict d;
   d["bytes_sent"] = s.bytesSent;
   d["bytes_received"] = s.bytesReceived;
@@ -195,6 +237,9 @@ nb::dict stats(const Comm& self) {
   d["residual_bytes"] = s.residualBytes;
   d["staging_bytes"] = s.stagingBytes;
   d["peak_staging_bytes"] = s.peakStagingBytes;
+  d["tensors"] = s.tensors;
+  d["evictions"] = s.evictions;
+  d["peak_residual_bytes"] = s.peakResidualBytes;
   return d;
 }
 
@@ -218,14 +263,10 @@ void allreduce(Comm& self, ConstArray send, Array recv, int op, uint64_t id, int
     invalid("input has " + std::to_string(send.size()) + " elements but output has " + std::to_string(recv.size()));
   if (op != qcclSum && op != qcclAvg) invalid("op must be sum or avg");
   const qcclTensorOpts_t t = tensorOpts(id, codec, bits, algo);
-  qcclComm_t c = self.get();
-  qcclResult_t r;
-  {
-    nb::gil_scoped_release unlocked;
-    r = qcclAllreduce(send.data(), recv.data(), send.size(), dt, static_cast<qcclRedOp_t>(op), &t, c,
-                      sendCuda ? reinterpret_cast<void*>(stream) : nullptr);
-  }
-  check(r, c, "qcclAllreduce");
+  self.run("qcclAllreduce", [&](qcclComm_t c) {
+    return qcclAllreduce(send.data(), recv.data(), send.size(), dt, static_cast<qcclRedOp_t>(op), &t, c,
+                         sendCuda ? reinterpret_cast<void*>(stream) : nullptr);
+  });
 }
 
 void allgather(Comm& self, ConstArray send, Array recv, uint64_t id, int codec, int bits, int algo, uintptr_t stream) {
@@ -239,14 +280,10 @@ void allgather(Comm& self, ConstArray send, Array recv, uint64_t id, int codec, 
     invalid("output must hold size * input elements (" + std::to_string(send.size() * n) + "), got " +
             std::to_string(recv.size()));
   const qcclTensorOpts_t t = tensorOpts(id, codec, bits, algo);
-  qcclComm_t c = self.get();
-  qcclResult_t r;
-  {
-    nb::gil_scoped_release unlocked;
-    r = qcclAllgather(send.data(), recv.data(), send.size(), dt, &t, c,
-                      sendCuda ? reinterpret_cast<void*>(stream) : nullptr);
-  }
-  check(r, c, "qcclAllgather");
+  self.run("qcclAllgather", [&](qcclComm_t c) {
+    return qcclAllgather(send.data(), recv.data(), send.size(), dt, &t, c,
+                         sendCuda ? reinterpret_cast<void*>(stream) : nullptr);
+  });
 }
 
 Comm* initMpi(int64_t fortranHandle, const nb::dict& cfg) {
@@ -336,9 +373,39 @@ NB_MODULE(_qccl, m) {
       .def_prop_ro("alive", &Comm::alive)
       .def("destroy", &Comm::destroy)
       .def("abort", &Comm::abort)
+      .def("interrupt", &Comm::interrupt)
       .def("stats", &stats)
       .def("release",
-           [](Comm& self, uint64_t id) { check(qcclTensorRelease(self.get(), id), self.get(), "qcclTensorRelease"); })
+           [](Comm& self, uint64_t id) {
+             self.run("qcclTensorRelease", [&](qcclComm_t c) { return qcclTensorRelease(c, id); });
+           })
+      .def("save_tensor_state",
+           [](Comm& self, uint64_t id) {
+             std::vector<uint8_t> rec;
+             self.run("qcclTensorStateSave", [&](qcclComm_t c) {
+               size_t bytes = 0;
+               qcclResult_t r = qcclTensorStateSave(c, id, nullptr, &bytes);
+               if (r != qcclSuccess || bytes == 0) return r;
+               rec.resize(bytes);
+               return qcclTensorStateSave(c, id, rec.data(), &bytes);
+             });
+             return nb::bytes(reinterpret_cast<const char*>(rec.data()), rec.size());
+           })
+      .def(
+          "load_tensor_state",
+          [](Comm& self, uint64_t id, const nb::bytes& data, bool device) {
+            std::string rec(data.c_str(), data.size());
+            self.run("qcclTensorStateLoad",
+                     [&](qcclComm_t c) { return qcclTensorStateLoad(c, id, rec.data(), rec.size(), device ? 1 : 0); });
+          },
+          nb::arg("id"), nb::arg("data"), nb::arg("device") = false)
+      .def("scale_tensor_state",
+           [](Comm& self, uint64_t id, float factor) {
+             int found = 0;
+             self.run("qcclTensorStateScale",
+                      [&](qcclComm_t c) { return qcclTensorStateScale(c, id, factor, &found); });
+             return found != 0;
+           })
       .def("allreduce", &allreduce, nb::arg("send").noconvert(), nb::arg("recv").noconvert(), nb::arg("op"),
            nb::arg("id"), nb::arg("codec"), nb::arg("bits"), nb::arg("algo"), nb::arg("stream"))
       .def("allgather", &allgather, nb::arg("send").noconvert(), nb::arg("recv").noconvert(), nb::arg("id"),
