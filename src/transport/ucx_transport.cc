@@ -10,6 +10,7 @@
 #include <ucp/api/ucp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -146,6 +147,17 @@ class UcxTransport final : public Transport {
     ucp_config_t* config = nullptr;
     ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);  // honours UCX_TLS and friends
     if (st != UCS_OK) throwUcs(st, "ucp_config_read");
+    // UCX 1.13's cma transport ends the whole process (a fatal error, not a status) when the peer
+    // whose memory it reads has died: one killed rank would take its survivors down with it.
+    // Unless the user chose the transports, qccl leaves cma out; shared memory still works through
+    // the posix/sysv queues.
+    if (std::getenv("UCX_TLS") == nullptr) {
+      st = ucp_config_modify(config, "TLS", "^cma");
+      if (st != UCS_OK) {
+        ucp_config_release(config);
+        throwUcs(st, "ucp_config_modify(TLS=^cma)");
+      }
+    }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_REQUEST_SIZE;
     params.features = UCP_FEATURE_TAG;

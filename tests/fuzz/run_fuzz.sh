@@ -2,6 +2,7 @@
 # Builds the wire-decoder fuzzer with clang in its own build directory, writes the seed corpus,
 # and fuzzes for N seconds (first argument, default 60). Exits non-zero on any crash.
 #   QCCL_FUZZ_BUILD_DIR  build directory (default <repo>/build-fuzz)
+#   QCCL_FUZZ_RUNS       stop after this many executions instead (the time limit still applies)
 set -euo pipefail
 secs=${1:-60}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -16,6 +17,8 @@ corpus=$build/fuzz-corpus
 mkdir -p "$corpus" "$build/fuzz-artifacts"
 "$build/tests/fuzz/qccl-fuzz-seeds" "$corpus"
 # -rss_limit_mb bounds a runaway allocation; a crash input lands in fuzz-artifacts/.
-"$build/tests/fuzz/qccl-fuzz-decode" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 \
+runs=()
+[ -n "${QCCL_FUZZ_RUNS:-}" ] && runs=(-runs="$QCCL_FUZZ_RUNS")
+"$build/tests/fuzz/qccl-fuzz-decode" -max_total_time="$secs" "${runs[@]}" -rss_limit_mb=2048 -timeout=10 \
   -artifact_prefix="$build/fuzz-artifacts/" -print_final_stats=1 "$corpus"
 echo "run_fuzz.sh: no crash in ${secs}s"
