@@ -5,6 +5,8 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "baselines.hpp"
+#include "model.hpp"
 #include "qccl/codec.hpp"
 #include "qccl/qccl.h"
 #include "qccl/qccl_mpi.h"
@@ -37,6 +41,7 @@ const char kHelp[] =
     "  --algo NAME        auto|ring|sra|allgather (allreduce only; default: QCCL_ALGO or auto)\n"
     "  --transport T      mpi|ucx: what qccl runs over; for ucx rank 0 creates the unique id and\n"
     "                     MPI_Bcast's it (default mpi)\n"
+    "  --baselines B      all|mpi: the uncompressed peers timed in every row (default all)\n"
     "  --json | --csv     one JSON object per size / CSV with a header; else a table\n"
     "Sizes: for allreduce the size is the tensor (count = size/4); for allgather it is the gathered\n"
     "result, as in nccl-tests (each rank sends size/4/nranks elements).\n"
@@ -44,9 +49,16 @@ const char kHelp[] =
     "busbw = algbw * 2(n-1)/n (allreduce) or (n-1)/n (allgather). wire_bytes = bytes this rank sent\n"
     "per call (max over ranks, headers included); ratio = the fp32 ring's per-rank bytes / wire_bytes\n"
     "(0 when qccl sent nothing itself: auto handed an uncompressed sum to MPI_Iallreduce).\n"
-    "mpi_time_s / fp16_time_s: MPI_Allreduce (MPI_FLOAT, MPI_SUM) or MPI_Allgather, and qccl's fp16 ring,\n"
-    "on the same buffers; speedup_vs_* = their time / qccl's time.\n"
-    "-c 1: a fresh tensor (no residual yet) is reduced once more and checked. An element is wrong when\n"
+    "Baselines, timed in the same run on the same buffers (--baselines all): MPI_Allreduce,\n"
+    "MPI_Iallreduce+MPI_Wait, qccl's fp32 ring, and gloo (torch's gloo allreduce, ring-chunked and,\n"
+    "for power-of-two ranks, halving-doubling; over TCP, GLOO_SOCKET_IFNAME or 127.0.0.1). For\n"
+    "allgather: MPI_Allgather, qccl's fp32 allgather, gloo's allgather. best_uncompressed is the\n"
+    "fastest of them and speedup_vs_best (x_best) = its time / qccl's time: the figure to quote.\n"
+    "mpi_time_s / fp16_time_s: MPI_Allreduce (or MPI_Allgather) and qccl's fp16 ring, as before.\n"
+    "CPU per call (mean over ranks, from qccl's counters): encode, decode, wait (transport progress,\n"
+    "polling) and idle (the part of wait spent yielding or sleeping); cpu_s = process user+system.\n"
+    "-c 1: a fresh tensor (no residual yet) is reduced once more and checked; wrong is reported only\n"
+    "  for checked rows (null / '-' otherwise). An element is wrong when\n"
     "  (a) its bits differ from rank 0's result on any rank, or it is NaN/Inf; or\n"
     "  (b) codec none: it differs from the exact sum (inputs are multiples of 2^-10 below 8 in\n"
     "      magnitude, so every fp32 partial sum is exact in any order); or\n"
@@ -59,12 +71,14 @@ const char kHelp[] =
     "      collective: f A. The bound catches scale, placement and NaN errors; the replay catches\n"
     "      any deviation from the plan.\n"
     "  rel_err = ||result - exact||_2 / ||exact||_2 against the exact sum (gathered inputs).\n"
-    "Break-even (allreduce, lossy codecs): rank 0 measures single-thread encode and decodeAdd GB/s of\n"
-    "fp32 input. Model: per call, sra encodes (1+1/n) and decodes 2 tensor sizes, so\n"
-    "  T_codec = 4c(1+1/n)/enc + 8c/dec;  compressed time ~ T_codec + wire/B;  fp32 ring ~ W0/B,\n"
-    "  W0 = 2(n-1)/n * 4c.  Compression wins for link bandwidth B < (W0 - wire) / T_codec\n"
-    "(breakeven_gbit). Overlap of encode and transfer makes the real break-even higher.\n"
     "  The exit status is 1 when any element was wrong.\n"
+    "Codec throughput: rank 0 encodes and decodeAdds 16 MiB of fp32 on one thread while the other\n"
+    "ranks sleep (they poll a non-blocking broadcast every millisecond, never spin).\n"
+    "Model (allreduce, needs the qccl_ring baseline at two sizes or more): an alpha-beta fit of the\n"
+    "link from qccl's fp32 ring rows, then per compressed row predicted_s = rounds*alpha +\n"
+    "wire_bytes*beta + codec CPU (bytes encoded and decoded at the measured throughput, times\n"
+    "ranks-on-this-node / cores), and breakeven_gbit, the link rate below which the codec beats the\n"
+    "fp32 ring. Printed after the rows (JSON: objects with \"model\").\n"
     "peak_mem_bytes = max over ranks of qccl's residual + peak staging bytes; max_rss_bytes = the\n"
     "largest process max RSS.\n";
 
@@ -73,7 +87,7 @@ struct Args {
   size_t minBytes = 1 << 20, maxBytes = 64 << 20;
   double factor = 2.0;
   int iters = 20, warmup = 5, check = 0;
-  std::string codec, algo, transport = "mpi";
+  std::string codec, algo, transport = "mpi", baselines = "all";
   int bits = 0;
   bool json = false, csv = false;
 };
@@ -81,9 +95,14 @@ struct Args {
 struct Row {
   size_t size = 0, count = 0;
   double timeS = 0, mpiTimeS = 0, fp16TimeS = 0;
+  std::vector<bench::Baseline> baselines;
+  bench::Baseline best;
   double wireBytes = 0, ratio = 0, relErr = 0;
+  bool checked = false;
   uint64_t wrong = 0, peakMem = 0, maxRss = 0;
-  double breakevenGbit = -1;
+  // Per call, mean over ranks: seconds encoding, decoding, waiting (of which idle), process CPU.
+  double encS = 0, decS = 0, waitS = 0, idleS = 0, cpuS = 0;
+  double predictedS = -1, breakevenGbit = -1;  // from the model, after every row ran
 };
 
 int gRank = 0, gSize = 1;
@@ -161,12 +180,15 @@ bool parseArgs(int argc, char** argv, Args* a) {
       a->algo = v;
     else if (k == "--transport")
       a->transport = v;
+    else if (k == "--baselines")
+      a->baselines = v;
     else
       fatal("unknown option " + k + " (see --help)");
   }
   if (a->factor <= 1.0 && a->maxBytes > a->minBytes) fatal("-f must be > 1");
   if (a->iters < 1 || a->warmup < 0) fatal("-n must be >= 1 and -w >= 0");
   if (a->transport != "mpi" && a->transport != "ucx") fatal("--transport must be mpi or ucx");
+  if (a->baselines != "all" && a->baselines != "mpi") fatal("--baselines must be all or mpi");
   return true;
 }
 
@@ -310,8 +332,11 @@ void checkSize(const Bench& b, const float* send, size_t count, uint64_t id, Row
   qc(qcclTensorRelease(b.comm, id), b.comm, "qcclTensorRelease");
 }
 
-// Single-thread encode and decodeAdd throughput of the codec under test on rank 0, in GB/s of fp32.
+// Single-thread encode and decodeAdd throughput of the codec under test on rank 0, in GB/s of fp32,
+// while the other ranks sleep: they wait for the result in a broadcast they test once a millisecond
+// (a blocking MPI call would spin on the shared cores and slow rank 0 down).
 void measureCodec(Bench* b) {
+  double rates[2] = {0, 0};
   if (gRank == 0 && b->opts.codec != qcclCodecNone) {
     qccl::CodecConfig cc;
     cc.codec = static_cast<qccl::CodecId>(b->opts.codec);
@@ -323,7 +348,7 @@ void measureCodec(Bench* b) {
     for (size_t i = 0; i < n; ++i) x[i] = input(0, i);
     std::vector<char> wire(qccl::encodedBytes(cc, n));
     double enc = 1e30, dec = 1e30;
-    for (int rep = 0; rep < 3; ++rep) {
+    for (int rep = 0; rep < 5; ++rep) {
       auto t0 = std::chrono::steady_clock::now();
       qccl::encode(cc, x.data(), res.data(), n, wire.data(), wire.size());
       auto t1 = std::chrono::steady_clock::now();
@@ -332,20 +357,59 @@ void measureCodec(Bench* b) {
       enc = std::min(enc, std::chrono::duration<double>(t1 - t0).count());
       dec = std::min(dec, std::chrono::duration<double>(t2 - t1).count());
     }
-    b->encGBps = 4.0 * n / enc / 1e9;
-    b->decGBps = 4.0 * n / dec / 1e9;
+    rates[0] = 4.0 * n / enc / 1e9;
+    rates[1] = 4.0 * n / dec / 1e9;
   }
-  MPI_Bcast(&b->encGBps, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  MPI_Bcast(&b->decGBps, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  MPI_Request req;
+  MPI_Ibcast(rates, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req);
+  for (int done = 0; !done;) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (!done) {
+      timespec ms{0, 1000000};
+      nanosleep(&ms, nullptr);
+    }
+  }
+  b->encGBps = rates[0];
+  b->decGBps = rates[1];
 }
 
-double breakevenGbit(const Bench& b, size_t count, double wireBytes) {
-  if (b.encGBps <= 0 || b.decGBps <= 0) return -1;
-  double n = gSize, c = static_cast<double>(count);
-  double tCodec = b.a.allgather ? 4 * c / (b.encGBps * 1e9) + 4 * c * n / (b.decGBps * 1e9)
-                                : 4 * c * (1 + 1 / n) / (b.encGBps * 1e9) + 8 * c / (b.decGBps * 1e9);
-  double saved = b.fp32WireBytes(count) - wireBytes;
-  return saved > 0 ? saved / tCodec * 8 / 1e9 : 0.0;
+// fp32 bytes one rank encodes and decodes per call of the codec under test (for the model).
+void codecBytes(const Bench& b, const char* algo, size_t count, double* enc, double* dec) {
+  const double n = gSize, c = 4.0 * static_cast<double>(count);
+  if (b.a.allgather) {
+    *enc = c;
+    *dec = c * n;
+  } else if (std::strcmp(algo, "sra") == 0) {
+    *enc = c * (1 + 1 / n);  // every shard once, then the owned shard again
+    *dec = 2 * c;            // n contributions to the owned shard, then every shard of the result
+  } else if (std::strcmp(algo, "allgather") == 0) {
+    *enc = c;
+    *dec = c * n;
+  } else {  // ring with a cast: every step encodes and decodes one shard
+    *enc = c * 2 * (n - 1) / n;
+    *dec = c * 2 * (n - 1) / n;
+  }
+}
+
+const char* effectiveAlgo(const Bench& b) {
+  if (b.a.allgather) return "allgather";
+  int algo = b.opts.algo;
+  const bool cast = b.opts.codec == qcclCodecNone || b.opts.codec == qcclCodecFp16 || b.opts.codec == qcclCodecBf16;
+  if (algo == qcclAlgoAuto) algo = cast ? qcclAlgoRing : (gSize >= 3 ? qcclAlgoSra : qcclAlgoAllgather);
+  return algoName(algo);
+}
+
+// Mean over ranks of a per-rank value.
+double meanOverRanks(double v) {
+  double sum = 0;
+  MPI_Allreduce(&v, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return sum / gSize;
+}
+
+double processCpuSeconds() {
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + 1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
 Row benchSize(Bench& b, size_t size, uint64_t idx) {
@@ -360,22 +424,28 @@ Row benchSize(Bench& b, size_t size, uint64_t idx) {
   t.id = 1000 + idx;
   qcclStats_t s0, s1;
   qc(qcclCommGetStats(b.comm, &s0), b.comm, "stats");
+  const double cpu0 = processCpuSeconds();
   row.timeS = timeIt(b.a, [&] { b.run(send.data(), recv.data(), count, t, b.comm); });
+  const double cpu1 = processCpuSeconds();
   qc(qcclCommGetStats(b.comm, &s1), b.comm, "stats");
-  double wire = static_cast<double>(s1.bytesSent - s0.bytesSent) / (b.a.iters + b.a.warmup);
+  const double calls = b.a.iters + b.a.warmup;
+  double wire = static_cast<double>(s1.bytesSent - s0.bytesSent) / calls;
   MPI_Allreduce(&wire, &row.wireBytes, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   row.ratio = row.wireBytes > 0 ? b.fp32WireBytes(count) / row.wireBytes : 0.0;
+  row.encS = meanOverRanks((s1.encodeSeconds - s0.encodeSeconds) / calls);
+  row.decS = meanOverRanks((s1.decodeSeconds - s0.decodeSeconds) / calls);
+  row.waitS = meanOverRanks((s1.waitSeconds - s0.waitSeconds) / calls);
+  row.idleS = meanOverRanks((s1.idleSeconds - s0.idleSeconds) / calls);
+  row.cpuS = meanOverRanks((cpu1 - cpu0) / calls);
   uint64_t mem = s1.residualBytes + s1.peakStagingBytes;
   MPI_Allreduce(&mem, &row.peakMem, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
   qc(qcclTensorRelease(b.comm, t.id), b.comm, "qcclTensorRelease");
 
-  row.mpiTimeS = timeIt(b.a, [&] {
-    int c = static_cast<int>(count);
-    if (b.a.allgather)
-      MPI_Allgather(send.data(), c, MPI_FLOAT, recv.data(), c, MPI_FLOAT, MPI_COMM_WORLD);
-    else
-      MPI_Allreduce(send.data(), recv.data(), c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  });
+  const bench::BaselineSet set = b.a.baselines == "mpi" ? bench::BaselineSet::kMpiOnly : bench::BaselineSet::kAll;
+  row.baselines = bench::timeBaselines(b.a.allgather, send.data(), recv.data(), count, b.comm, 4000 + idx, set,
+                                       [&](const std::function<void()>& op) { return timeIt(b.a, op); });
+  row.best = bench::best(row.baselines);
+  row.mpiTimeS = bench::timeOf(row.baselines, b.a.allgather ? "mpi_allgather" : "mpi_allreduce");
   qcclTensorOpts_t f16 = QCCL_TENSOR_OPTS_INIT;
   f16.id = 2000 + idx;
   f16.codec = qcclCodecFp16;
@@ -383,13 +453,45 @@ Row benchSize(Bench& b, size_t size, uint64_t idx) {
   row.fp16TimeS = timeIt(b.a, [&] { b.run(send.data(), recv.data(), count, f16, b.comm); });
   qc(qcclTensorRelease(b.comm, f16.id), b.comm, "qcclTensorRelease");
 
-  if (b.a.check) checkSize(b, send.data(), count, 3000 + idx, &row);
-  if (b.opts.codec != qcclCodecNone) row.breakevenGbit = breakevenGbit(b, count, row.wireBytes);
+  if (b.a.check) {
+    checkSize(b, send.data(), count, 3000 + idx, &row);
+    row.checked = true;
+  }
   rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   uint64_t rss = static_cast<uint64_t>(ru.ru_maxrss) * 1024;
   MPI_Allreduce(&rss, &row.maxRss, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
   return row;
+}
+
+// Fits the link from the rows' qccl_ring times and fills every compressed row's prediction.
+bench::LinkFit applyModel(const Bench& b, std::vector<Row>* rows) {
+  std::vector<double> w, t;
+  for (const Row& r : *rows) {
+    double ring = bench::timeOf(r.baselines, "qccl_ring");
+    if (ring > 0) {
+      w.push_back(b.fp32WireBytes(r.count));
+      t.push_back(ring);
+    }
+  }
+  bench::LinkFit fit = bench::fitRing(w, t, gSize);
+  if (!fit.ok || b.a.allgather || b.opts.codec == qcclCodecNone) return fit;
+  MPI_Comm node;
+  int onNode = 1;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  MPI_Comm_size(node, &onNode);
+  MPI_Comm_free(&node);
+  const double share = static_cast<double>(onNode) / static_cast<double>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  const char* algo = effectiveAlgo(b);
+  for (Row& r : *rows) {
+    double enc = 0, dec = 0;
+    codecBytes(b, algo, r.count, &enc, &dec);
+    const double cpu = bench::codecSeconds(enc, dec, b.encGBps, b.decGBps, share);
+    const int rounds = bench::roundsOf(algo, gSize);
+    r.predictedS = rounds * fit.alpha + r.wireBytes * fit.beta + cpu;
+    r.breakevenGbit = bench::breakEvenGbit(fit, b.fp32WireBytes(r.count), 2 * (gSize - 1), r.wireBytes, rounds, cpu);
+  }
+  return fit;
 }
 
 const char* codecLabel(int codec) { return qccl::codecName(static_cast<qccl::CodecId>(codec)); }
@@ -399,50 +501,118 @@ void printHeader(const Bench& b) {
   if (a.csv) {
     std::printf(
         "size,count,codec,bits,algo,transport,nranks,time_s,algbw,busbw,wire_bytes,ratio,rel_err,wrong,"
-        "peak_mem_bytes,max_rss_bytes,mpi_time_s,fp16_time_s,speedup_vs_mpi,speedup_vs_fp16,breakeven_gbit\n");
+        "peak_mem_bytes,max_rss_bytes,best_uncompressed,best_uncompressed_time_s,speedup_vs_best,mpi_time_s,"
+        "mpi_iallreduce_time_s,qccl_ring_time_s,gloo_time_s,fp16_time_s,speedup_vs_mpi,speedup_vs_fp16,"
+        "encode_s,decode_s,wait_s,idle_s,cpu_s\n");
   } else if (!a.json) {
-    std::printf("# qccl-bench %s: %d ranks, transport %s, codec %s, bits %d, algo %s, check %d\n",
+    std::printf("# qccl-bench %s: %d ranks, transport %s, codec %s, bits %d, algo %s, check %d, baselines %s%s\n",
                 a.allgather ? "allgather" : "allreduce", gSize, a.transport.c_str(), codecLabel(b.opts.codec),
-                b.wireBits, algoName(b.opts.algo), a.check);
+                b.wireBits, algoName(b.opts.algo), a.check, a.baselines.c_str(),
+                bench::haveGloo() ? " (gloo in)" : " (no gloo in this build)");
     if (b.opts.codec != qcclCodecNone)
-      std::printf("# codec throughput (rank 0, one thread): encode %.2f GB/s, decodeAdd %.2f GB/s of fp32\n", b.encGBps,
-                  b.decGBps);
-    std::printf("#%11s %10s %10s %7s %7s %11s %6s %9s %6s %8s %10s %10s %6s %6s %9s\n", "size", "count", "time_us",
-                "algbw", "busbw", "wire_B", "ratio", "rel_err", "wrong", "peak_MB", "mpi_us", "fp16_us", "x_mpi",
-                "x_fp16", "brkev_Gb");
+      std::printf(
+          "# codec throughput (rank 0, one thread, other ranks asleep): encode %.2f GB/s, decodeAdd %.2f GB/s\n",
+          b.encGBps, b.decGBps);
+    std::printf("#%11s %10s %10s %7s %7s %11s %6s %6s %-22s %10s %6s %6s %9s %6s %8s %7s %7s %7s %7s\n", "size",
+                "count", "time_us", "algbw", "busbw", "wire_B", "ratio", "x_best", "best", "best_us", "x_mpi", "x_fp16",
+                "rel_err", "wrong", "peak_MB", "enc_ms", "dec_ms", "wait_ms", "idle_ms");
   }
+}
+
+// The gloo variant that ran fastest, or -1.
+double glooTime(const Row& r, std::string* name) {
+  double best = -1;
+  for (const bench::Baseline& x : r.baselines) {
+    if (x.name.rfind("gloo", 0) == 0 && x.timeS >= 0 && (best < 0 || x.timeS < best)) {
+      best = x.timeS;
+      if (name) *name = x.name;
+    }
+  }
+  return best;
+}
+
+std::string wrongText(const Row& r, const char* none) {
+  return r.checked ? std::to_string(static_cast<unsigned long long>(r.wrong)) : std::string(none);
 }
 
 void printRow(const Bench& b, const Row& r) {
   double algbw = r.size / r.timeS / 1e9;
   double factor = b.a.allgather ? (gSize - 1.0) / gSize : 2.0 * (gSize - 1.0) / gSize;
   double busbw = algbw * factor, xm = r.mpiTimeS / r.timeS, xf = r.fp16TimeS / r.timeS;
+  double xb = r.best.timeS > 0 ? r.best.timeS / r.timeS : 0;
   const char* codec = codecLabel(b.opts.codec);
   const char* algo = b.a.allgather ? "allgather" : algoName(b.opts.algo);
+  std::string glooName = "none";
+  const double gloo = glooTime(r, &glooName);
+  const double iall = bench::timeOf(r.baselines, "mpi_iallreduce");
+  const double ring = bench::timeOf(r.baselines, b.a.allgather ? "qccl_allgather" : "qccl_ring");
   if (b.a.json) {
+    std::string base;
+    for (const bench::Baseline& x : r.baselines)
+      base += std::string(base.empty() ? "" : ",") + "\"" + x.name + "\":" + std::to_string(x.timeS);
     std::printf(
         "{\"collective\":\"%s\",\"size\":%zu,\"count\":%zu,\"codec\":\"%s\",\"bits\":%d,\"algo\":\"%s\","
         "\"transport\":\"%s\",\"nranks\":%d,\"time_s\":%.9g,\"algbw\":%.6g,\"busbw\":%.6g,"
-        "\"wire_bytes\":%.0f,\"ratio\":%.6g,\"rel_err\":%.6g,\"wrong\":%llu,\"peak_mem_bytes\":%llu,"
-        "\"max_rss_bytes\":%llu,\"mpi_time_s\":%.9g,\"fp16_time_s\":%.9g,\"speedup_vs_mpi\":%.6g,"
-        "\"speedup_vs_fp16\":%.6g,\"encode_gbps\":%.6g,\"decode_gbps\":%.6g,\"breakeven_gbit\":%.6g,"
-        "\"checked\":%s}\n",
+        "\"wire_bytes\":%.0f,\"ratio\":%.6g,\"rel_err\":%.6g,\"wrong\":%s,\"checked\":%s,\"peak_mem_bytes\":%llu,"
+        "\"max_rss_bytes\":%llu,\"best_uncompressed\":\"%s\",\"best_uncompressed_time_s\":%.9g,"
+        "\"speedup_vs_best\":%.6g,\"baselines\":{%s},\"mpi_time_s\":%.9g,\"mpi_iallreduce_time_s\":%.9g,"
+        "\"qccl_ring_time_s\":%.9g,\"gloo_time_s\":%.9g,\"gloo_algo\":\"%s\",\"fp16_time_s\":%.9g,"
+        "\"speedup_vs_mpi\":%.6g,\"speedup_vs_fp16\":%.6g,\"encode_gbps\":%.6g,\"decode_gbps\":%.6g,"
+        "\"cpu\":{\"encode_s\":%.6g,\"decode_s\":%.6g,\"wait_s\":%.6g,\"idle_s\":%.6g,\"process_s\":%.6g}}\n",
         b.a.allgather ? "allgather" : "allreduce", r.size, r.count, codec, b.wireBits, algo, b.a.transport.c_str(),
-        gSize, r.timeS, algbw, busbw, r.wireBytes, r.ratio, r.relErr, (unsigned long long)r.wrong,
-        (unsigned long long)r.peakMem, (unsigned long long)r.maxRss, r.mpiTimeS, r.fp16TimeS, xm, xf, b.encGBps,
-        b.decGBps, r.breakevenGbit, b.a.check ? "true" : "false");
+        gSize, r.timeS, algbw, busbw, r.wireBytes, r.ratio, r.relErr, wrongText(r, "null").c_str(),
+        r.checked ? "true" : "false", (unsigned long long)r.peakMem, (unsigned long long)r.maxRss, r.best.name.c_str(),
+        r.best.timeS, xb, base.c_str(), r.mpiTimeS, iall, ring, gloo, glooName.c_str(), r.fp16TimeS, xm, xf, b.encGBps,
+        b.decGBps, r.encS, r.decS, r.waitS, r.idleS, r.cpuS);
   } else if (b.a.csv) {
-    std::printf("%zu,%zu,%s,%d,%s,%s,%d,%.9g,%.6g,%.6g,%.0f,%.6g,%.6g,%llu,%llu,%llu,%.9g,%.9g,%.6g,%.6g,%.6g\n",
-                r.size, r.count, codec, b.wireBits, algo, b.a.transport.c_str(), gSize, r.timeS, algbw, busbw,
-                r.wireBytes, r.ratio, r.relErr, (unsigned long long)r.wrong, (unsigned long long)r.peakMem,
-                (unsigned long long)r.maxRss, r.mpiTimeS, r.fp16TimeS, xm, xf, r.breakevenGbit);
+    std::printf(
+        "%zu,%zu,%s,%d,%s,%s,%d,%.9g,%.6g,%.6g,%.0f,%.6g,%.6g,%s,%llu,%llu,%s,%.9g,%.6g,%.9g,%.9g,%.9g,%.9g,%.9g,%.6g,"
+        "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
+        r.size, r.count, codec, b.wireBits, algo, b.a.transport.c_str(), gSize, r.timeS, algbw, busbw, r.wireBytes,
+        r.ratio, r.relErr, wrongText(r, "").c_str(), (unsigned long long)r.peakMem, (unsigned long long)r.maxRss,
+        r.best.name.c_str(), r.best.timeS, xb, r.mpiTimeS, iall, ring, gloo, r.fp16TimeS, xm, xf, r.encS, r.decS,
+        r.waitS, r.idleS, r.cpuS);
   } else {
-    std::printf("%12zu %10zu %10.1f %7.2f %7.2f %11.0f %6.2f %9.2e %6llu %8.1f %10.1f %10.1f %6.2f %6.2f %9.2f\n",
-                r.size, r.count, r.timeS * 1e6, algbw, busbw, r.wireBytes, r.ratio, r.relErr,
-                (unsigned long long)r.wrong, r.peakMem / 1048576.0, r.mpiTimeS * 1e6, r.fp16TimeS * 1e6, xm, xf,
-                r.breakevenGbit);
+    std::printf(
+        "%12zu %10zu %10.1f %7.2f %7.2f %11.0f %6.2f %6.2f %-22s %10.1f %6.2f %6.2f %9.2e %6s %8.1f %7.2f %7.2f "
+        "%7.2f %7.2f\n",
+        r.size, r.count, r.timeS * 1e6, algbw, busbw, r.wireBytes, r.ratio, xb, r.best.name.c_str(), r.best.timeS * 1e6,
+        xm, xf, r.relErr, wrongText(r, "-").c_str(), r.peakMem / 1048576.0, r.encS * 1e3, r.decS * 1e3, r.waitS * 1e3,
+        r.idleS * 1e3);
   }
   std::fflush(stdout);
+}
+
+void printModel(const Bench& b, const bench::LinkFit& fit, const std::vector<Row>& rows) {
+  if (!fit.ok) {
+    if (!b.a.json && !b.a.csv) std::printf("# model: no fit (needs the qccl_ring baseline at two sizes or more)\n");
+    return;
+  }
+  if (b.a.json) {
+    std::printf("{\"model\":\"fit\",\"alpha_s\":%.6g,\"beta_s_per_byte\":%.6g,\"link_gbit\":%.6g}\n", fit.alpha,
+                fit.beta, fit.gbit());
+  } else if (!b.a.csv) {
+    std::printf("# model: alpha %.1f us per round, link %.3f Gbit/s per rank (fit of the fp32 ring rows)\n",
+                fit.alpha * 1e6, fit.gbit());
+    if (b.opts.codec != qcclCodecNone && !b.a.allgather)
+      std::printf("#%11s %12s %12s %8s %12s\n", "size", "measured_us", "predicted_us", "pred/meas", "breakeven_Gb");
+  }
+  if (b.opts.codec == qcclCodecNone || b.a.allgather) return;
+  for (const Row& r : rows) {
+    if (r.predictedS < 0) continue;
+    if (b.a.json) {
+      const std::string be = std::isinf(r.breakevenGbit) ? "null" : std::to_string(r.breakevenGbit);
+      std::printf(
+          "{\"model\":\"row\",\"size\":%zu,\"codec\":\"%s\",\"bits\":%d,\"measured_s\":%.9g,"
+          "\"predicted_s\":%.9g,\"predicted_over_measured\":%.6g,\"breakeven_gbit\":%s,"
+          "\"breakeven_any_rate\":%s}\n",
+          r.size, codecLabel(b.opts.codec), b.wireBits, r.timeS, r.predictedS, r.predictedS / r.timeS, be.c_str(),
+          std::isinf(r.breakevenGbit) ? "true" : "false");
+    } else if (!b.a.csv) {
+      std::printf("#%11zu %12.1f %12.1f %8.2f %12.2f\n", r.size, r.timeS * 1e6, r.predictedS * 1e6,
+                  r.predictedS / r.timeS, r.breakevenGbit);
+    }
+  }
 }
 
 qcclComm_t makeComm(const Bench& b) {
@@ -499,14 +669,19 @@ int runCollBench(const char* which, int argc, char** argv) {
   measureCodec(&b);
   if (gRank == 0) printHeader(b);
   uint64_t idx = 0, wrong = 0;
+  std::vector<Row> rows;
   for (size_t size = b.a.minBytes; size <= b.a.maxBytes; ++idx) {
     Row r = benchSize(b, size, idx);
     wrong += r.wrong;
     if (gRank == 0) printRow(b, r);
+    rows.push_back(r);
     size_t next = static_cast<size_t>(static_cast<double>(size) * b.a.factor);
     if (next <= size) break;
     size = next;
   }
+  const bench::LinkFit fit = applyModel(b, &rows);
+  if (gRank == 0) printModel(b, fit, rows);
+  bench::shutdownBaselines();
   qc(qcclCommDestroy(b.comm), nullptr, "qcclCommDestroy");
   if (gRank == 0 && b.a.check && !b.a.json && !b.a.csv)
     std::printf("# wrong elements in total: %llu%s\n", (unsigned long long)wrong, wrong ? " (FAILED)" : "");

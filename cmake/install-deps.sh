@@ -4,7 +4,7 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake ninja-build pkg-config git clang clang-format libclang-rt-14-dev
-      libgtest-dev libgmock-dev openmpi-bin libopenmpi-dev libucx-dev ucx-utils iproute2 procps)
+      libgtest-dev libgmock-dev openmpi-bin libopenmpi-dev libucx-dev ucx-utils libgloo-dev iproute2 procps)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

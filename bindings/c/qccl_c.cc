@@ -445,6 +445,10 @@ qcclResult_t qcclCommGetStats(const qcclComm_t comm, qcclStats_t* stats) {
     stats->tensors = s.tensors;
     stats->evictions = s.evictions;
     stats->peakResidualBytes = s.peakResidualBytes;
+    stats->encodeSeconds = s.encodeSeconds;
+    stats->decodeSeconds = s.decodeSeconds;
+    stats->waitSeconds = s.waitSeconds;
+    stats->idleSeconds = s.idleSeconds;
   });
 }
 

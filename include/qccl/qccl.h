@@ -169,6 +169,13 @@ typedef struct {
   uint64_t tensors;           /**< tensor ids that hold state now */
   uint64_t evictions;         /**< states dropped by maxResidualBytes so far */
   uint64_t peakResidualBytes; /**< largest residualBytes so far */
+  /* Where the calls' wall time went, in seconds since the communicator was created (a CPU budget):
+   * encoding, validating + decoding, and waiting for the transport; idleSeconds is the part of the
+   * wait spent yielding or sleeping, the rest drives progress. */
+  double encodeSeconds;
+  double decodeSeconds;
+  double waitSeconds;
+  double idleSeconds;
 } qcclStats_t;
 
 const char* qcclGetErrorString(qcclResult_t result);

@@ -84,6 +84,8 @@ struct Communicator::Impl {
   static constexpr int kCheckWords = 6;
   int64_t* checkWords = new int64_t[2 * kCheckWords];
   // Published at the end of every call, so that stats() from another thread never races the call.
+  WaitTimes nativeWaits;  // waits for the transport's own collectives (check, native allreduce)
+  std::atomic<double> statEncode{0}, statDecode{0}, statWait{0}, statIdle{0};
   std::atomic<uint64_t> statBytesSent{0}, statBytesReceived{0}, statCalls{0}, statResidual{0}, statPeakResidual{0},
       statStaging{0}, statPeakStaging{0}, statTensors{0}, statEvictions{0};
 
@@ -172,8 +174,9 @@ struct Communicator::Impl {
     return p;
   }
 
-  WaitSpec waitSpec(const char* what) const {
+  WaitSpec waitSpec(const char* what) {
     WaitSpec w;
+    w.times = &nativeWaits;
     w.deadline = deadlineIn(opts.timeoutSec);
     w.what = what;
     w.cancel = &cancel;
@@ -228,6 +231,10 @@ struct Communicator::Impl {
     statTensors.store(t.tensors);
     statEvictions.store(t.evictions);
     statStaging.store(e.stagingBytes + spaces);
+    statEncode.store(e.encodeSec);
+    statDecode.store(e.decodeSec);
+    statWait.store(e.waits.wait + nativeWaits.wait);
+    statIdle.store(e.waits.idle + nativeWaits.idle);
     const uint64_t peak = e.peakStagingBytes + spaces;
     if (peak > statPeakStaging.load()) statPeakStaging.store(peak);
   }
@@ -480,6 +487,10 @@ CommStats Communicator::stats() const {
   s.peakStagingBytes = m.statPeakStaging.load();
   s.tensors = m.statTensors.load();
   s.evictions = m.statEvictions.load();
+  s.encodeSeconds = m.statEncode.load();
+  s.decodeSeconds = m.statDecode.load();
+  s.waitSeconds = m.statWait.load();
+  s.idleSeconds = m.statIdle.load();
   return s;
 }
 

@@ -29,6 +29,10 @@ struct CommStats {
   uint64_t tensors = 0;    ///< tensor ids with state
   uint64_t evictions = 0;  ///< states dropped by Options::maxResidualBytes
   uint64_t peakResidualBytes = 0;
+  double encodeSeconds = 0;  ///< wall time encoding, all calls
+  double decodeSeconds = 0;  ///< wall time validating and decoding
+  double waitSeconds = 0;    ///< wall time waiting for the transport (progress, polling, idle)
+  double idleSeconds = 0;    ///< part of waitSeconds yielding or sleeping in Transport::idle
 };
 
 class Communicator {

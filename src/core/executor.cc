@@ -9,13 +9,16 @@
 namespace qccl {
 namespace {
 
-WaitSpec waitSpec(const ExecParams& p, const char* what) {
+WaitSpec waitSpec(const ExecParams& p, const char* what, WaitTimes* times) {
   WaitSpec w;
   w.deadline = deadlineIn(p.timeoutSec);
   w.what = what;
   w.cancel = p.cancel;
+  w.times = times;
   return w;
 }
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Chunk k of a range. An empty range still has one (empty) chunk: its header-only message lets
 // the receiver check seq, codec and count even when this rank has nothing to contribute.
@@ -235,7 +238,7 @@ void Executor::finishStep(StepState& S) {
     for (auto& rq : S.sreq[i]) S.pending.push_back(std::move(rq));
     S.sreq[i].clear();
   }
-  waitAll(t_, S.pending, waitSpec(*S.p, "send"));
+  waitAll(t_, S.pending, waitSpec(*S.p, "send", &stats_.waits));
   S.pending.clear();
 }
 
@@ -308,7 +311,7 @@ void Executor::sendChunk(StepState& S, size_t g, size_t k) {
   const SendGroup& grp = S.groups[g];
   std::vector<RequestPtr>& reqs = S.sreq[g * S.D + k % S.D];
   if (!reqs.empty()) {
-    waitAll(t_, reqs, waitSpec(p, "send"));
+    waitAll(t_, reqs, waitSpec(p, "send", &stats_.waits));
     reqs.clear();
   }
   Range c = chunkOf(grp.range, S.C, k);
@@ -321,8 +324,10 @@ void Executor::sendChunk(StepState& S, size_t g, size_t k) {
   ep.rngOffset = rngOffsetFor(p.seq, S.plan->rank, S.si, c.begin);
   uint8_t* buf = S.gslot[g * S.D + k % S.D];
   size_t cap = S.sendCapacity(grp.range);
+  const Clock::time_point t0 = Clock::now();
   size_t bytes = p.ops ? p.ops->encode(p.codec, S.src + c.begin, res, c.size(), buf, cap, ep)
                        : encode(p.codec, S.src + c.begin, res, c.size(), buf, cap, ep);
+  stats_.encodeSec += since(t0);
   S.gbytes[g] = bytes;
   for (int peer : grp.peers) {
     reqs.push_back(t_.isend(peer, makeTag(S.si, k, t_.tagLimit()), buf, bytes));
@@ -345,12 +350,13 @@ void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
   } else {
     RequestPtr& req = S.rreq[r * S.D + k % S.D];
     Request& one = *req;
-    waitUntil(t_, waitSpec(p, "receive"), [&](bool*) { return one.test(); });
+    waitUntil(t_, waitSpec(p, "receive", &stats_.waits), [&](bool*) { return one.test(); });
     bytes = req->bytes();
     req.reset();
     stats_.bytesReceived += bytes;
     buf = S.rslot[r * S.D + k % S.D];
   }
+  const Clock::time_point t0 = Clock::now();
   WireInfo info;
   try {
     info = checkHeader(buf, bytes, p, c.size(), tr.peer, S.plan->rank);
@@ -371,6 +377,7 @@ void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
   } else {
     decodeParsed(info, buf, out, c.size(), add);
   }
+  stats_.decodeSec += since(t0);
   if (self < 0 && k + S.D < chunksOf(tr.range, S.C)) postRecv(S, r, k + S.D);
 }
 

@@ -67,6 +67,9 @@ struct ExecStats {
   uint64_t bytesReceived = 0;
   uint64_t stagingBytes = 0;
   uint64_t peakStagingBytes = 0;
+  double encodeSec = 0;  ///< wall time in encode (codec work)
+  double decodeSec = 0;  ///< wall time in header checks and decode / decode-add
+  WaitTimes waits;       ///< wall time waiting for the transport (progress + idle)
 };
 
 /// Allocator of host staging memory. The default is the C++ heap; the device path installs a

@@ -98,6 +98,13 @@ class Transport {
 };
 using TransportPtr = std::unique_ptr<Transport>;
 
+/// Where waits add up their time (seconds), for a CPU breakdown. `idle` is the part spent in
+/// Transport::idle() (yielding or sleeping); the rest of `wait` is progress and polling.
+struct WaitTimes {
+  double wait = 0;
+  double idle = 0;
+};
+
 /// How one wait ends when its condition does not come true.
 struct WaitSpec {
   Clock::time_point deadline;  ///< Error(kTimeout) after it
@@ -106,6 +113,8 @@ struct WaitSpec {
   const std::atomic<bool>* cancel = nullptr;
   /// A peer's abort notice ends the wait with Error(kRemoteError).
   bool hearAborts = true;
+  /// Accumulates the wait's time when not null.
+  WaitTimes* times = nullptr;
 };
 
 /// A deadline `seconds` from now.
@@ -121,13 +130,28 @@ void pollWait(Transport& t, const WaitSpec& w);
 template <class Done>
 void waitUntil(Transport& t, const WaitSpec& w, Done&& done) {
   constexpr int kSpinRounds = 64;
+  const Clock::time_point start = w.times ? Clock::now() : Clock::time_point{};
+  struct Account {  // adds the wait's time on every way out, errors included
+    const WaitSpec& w;
+    Clock::time_point start;
+    ~Account() {
+      if (w.times) w.times->wait += std::chrono::duration<double>(Clock::now() - start).count();
+    }
+  } account{w, start};
   for (int round = 0;; ++round) {
     t.progress();
     bool advanced = false;
     if (done(&advanced)) return;
     pollWait(t, w);
     if (advanced) round = 0;
-    t.idle(round < kSpinRounds ? std::chrono::microseconds(0) : std::chrono::microseconds(50));
+    const auto maxWait = round < kSpinRounds ? std::chrono::microseconds(0) : std::chrono::microseconds(50);
+    if (w.times) {
+      const Clock::time_point i0 = Clock::now();
+      t.idle(maxWait);
+      w.times->idle += std::chrono::duration<double>(Clock::now() - i0).count();
+    } else {
+      t.idle(maxWait);
+    }
   }
 }
 

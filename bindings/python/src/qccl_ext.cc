@@ -240,6 +240,10 @@ nb::dict stats(const Comm& self) {
   d["tensors"] = s.tensors;
   d["evictions"] = s.evictions;
   d["peak_residual_bytes"] = s.peakResidualBytes;
+  d["encode_seconds"] = s.encodeSeconds;
+  d["decode_seconds"] = s.decodeSeconds;
+  d["wait_seconds"] = s.waitSeconds;
+  d["idle_seconds"] = s.idleSeconds;
   return d;
 }
 

@@ -1,0 +1,189 @@
+#include "baselines.hpp"
+
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#if QCCL_BENCH_GLOO
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/transport/tcp/device.h>
+#endif
+
+namespace bench {
+namespace {
+
+[[noreturn]] void die(const std::string& msg) {
+  std::fprintf(stderr, "qccl-bench baselines: %s\n", msg.c_str());
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::exit(1);
+}
+
+void check(qcclResult_t r, qcclComm_t comm, const char* what) {
+  if (r != qcclSuccess) die(std::string(what) + ": " + qcclGetLastError(comm));
+}
+
+#if QCCL_BENCH_GLOO
+// gloo over TCP, connected once per process: rendezvous through a file store in a directory that
+// rank 0 creates and broadcasts (the ranks of the emulated cluster share this machine's files).
+struct Gloo {
+  std::shared_ptr<gloo::rendezvous::Context> ctx;
+  std::string dir;
+  uint32_t tag = 0;
+};
+std::unique_ptr<Gloo> gGloo;
+
+Gloo& gloo() {
+  if (gGloo) return *gGloo;
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  char dir[256] = {};
+  if (rank == 0) {
+    std::snprintf(dir, sizeof dir, "/tmp/qccl-bench-gloo-XXXXXX");
+    if (mkdtemp(dir) == nullptr) die("mkdtemp for gloo's file store failed");
+  }
+  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+  auto g = std::make_unique<Gloo>();
+  g->dir = dir;
+  gloo::transport::tcp::attr attr;
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME")) {
+    attr.iface = ifname;
+  } else {
+    attr.hostname = "127.0.0.1";
+  }
+  try {
+    auto dev = gloo::transport::tcp::CreateDevice(attr);
+    gloo::rendezvous::FileStore store(g->dir);
+    g->ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    g->ctx->setTimeout(std::chrono::seconds(600));
+    g->ctx->connectFullMesh(store, dev);
+  } catch (const std::exception& e) {
+    die(std::string("gloo: ") + e.what());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  gGloo = std::move(g);
+  return *gGloo;
+}
+
+void glooBaselines(bool allgather, const float* send, float* recv, size_t count,
+                   const std::function<double(const std::function<void()>&)>& timer, std::vector<Baseline>* out) {
+  Gloo& g = gloo();
+  if (allgather) {
+    out->push_back({"gloo_allgather", timer([&] {
+                      gloo::AllgatherOptions opts(g.ctx);
+                      opts.setInput(const_cast<float*>(send), count);
+                      opts.setOutput(recv, count * static_cast<size_t>(g.ctx->size));
+                      opts.setTag(g.tag++);
+                      gloo::allgather(opts);
+                    })});
+    return;
+  }
+  // In place on recv: gloo's classic algorithms reduce their buffers in place. The values grow from
+  // iteration to iteration, which does not change the time of a float add.
+  std::memcpy(recv, send, count * sizeof(float));
+  // What torch.distributed's gloo backend calls for allreduce.
+  out->push_back({"gloo_allreduce", timer([&] {
+                    gloo::AllreduceOptions opts(g.ctx);
+                    opts.setOutput(recv, count);
+                    opts.setReduceFunction(
+                        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+                    opts.setTag(g.tag++);
+                    gloo::allreduce(opts);
+                  })});
+  // gloo's own choices for large buffers.
+  out->push_back({"gloo_ring_chunked", timer([&] {
+                    gloo::AllreduceRingChunked<float> algo(g.ctx, {recv}, static_cast<int>(count));
+                    algo.run();
+                  })});
+  const int n = g.ctx->size;
+  if ((n & (n - 1)) == 0) {  // halving-doubling is gloo's pick for power-of-two rank counts
+    out->push_back({"gloo_halving_doubling", timer([&] {
+                      gloo::AllreduceHalvingDoubling<float> algo(g.ctx, {recv}, static_cast<int>(count));
+                      algo.run();
+                    })});
+  }
+}
+#endif
+
+}  // namespace
+
+bool haveGloo() { return QCCL_BENCH_GLOO != 0; }
+
+std::vector<Baseline> timeBaselines(bool allgather, const float* send, float* recv, size_t count, qcclComm_t comm,
+                                    uint64_t tensorId, BaselineSet set,
+                                    const std::function<double(const std::function<void()>&)>& timer) {
+  std::vector<Baseline> out;
+  const int c = static_cast<int>(count);
+  if (allgather) {
+    out.push_back(
+        {"mpi_allgather", timer([&] { MPI_Allgather(send, c, MPI_FLOAT, recv, c, MPI_FLOAT, MPI_COMM_WORLD); })});
+  } else {
+    out.push_back({"mpi_allreduce", timer([&] { MPI_Allreduce(send, recv, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); })});
+  }
+  if (set == BaselineSet::kMpiOnly) return out;
+  if (!allgather) {
+    out.push_back({"mpi_iallreduce", timer([&] {
+                     MPI_Request r;
+                     MPI_Iallreduce(send, recv, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r);
+                     MPI_Wait(&r, MPI_STATUS_IGNORE);
+                   })});
+  }
+  qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
+  t.id = tensorId;
+  t.codec = qcclCodecNone;
+  t.algo = allgather ? -1 : qcclAlgoRing;
+  out.push_back({allgather ? "qccl_allgather" : "qccl_ring", timer([&] {
+                   if (allgather)
+                     check(qcclAllgather(send, recv, count, qcclFloat32, &t, comm, nullptr), comm, "qcclAllgather");
+                   else
+                     check(qcclAllreduce(send, recv, count, qcclFloat32, qcclSum, &t, comm, nullptr), comm,
+                           "qcclAllreduce");
+                 })});
+#if QCCL_BENCH_GLOO
+  glooBaselines(allgather, send, recv, count, timer, &out);
+#endif
+  return out;
+}
+
+Baseline best(const std::vector<Baseline>& all) {
+  Baseline b{"none", -1};
+  for (const Baseline& x : all)
+    if (x.timeS >= 0 && (b.timeS < 0 || x.timeS < b.timeS)) b = x;
+  return b;
+}
+
+double timeOf(const std::vector<Baseline>& all, const std::string& name) {
+  for (const Baseline& x : all)
+    if (x.name == name) return x.timeS;
+  return -1;
+}
+
+void shutdownBaselines() {
+#if QCCL_BENCH_GLOO
+  if (!gGloo) return;
+  gGloo->ctx.reset();
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    std::string cmd = "rm -rf '" + gGloo->dir + "'";
+    if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "qccl-bench: could not remove %s\n", gGloo->dir.c_str());
+  }
+  gGloo.reset();
+#endif
+}
+
+}  // namespace bench
