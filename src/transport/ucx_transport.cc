@@ -387,7 +387,10 @@ class UcxTransport final : public Transport {
       if (eps_[r] == nullptr) continue;
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      p.flags = peers_[r].failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+      // After a failure nothing is left to deliver (the notice went out when it happened), and a
+      // flush would wait for peers that are shutting down too: close at once.
+      const bool failed = abortSent_ || abort_.have || linkAbort_.have;
+      p.flags = peers_[r].failed || failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;
       ucs_status_ptr_t req = ucp_ep_close_nbx(eps_[r], &p);
       if (UCS_PTR_IS_PTR(req)) pending.push_back(req);
     }
