@@ -36,7 +36,16 @@ expect_refused "$cl/up" 0 1gbit
 expect_refused "$cl/up" 2 fast
 expect_refused "$cl/up" 2 1gbit soon
 if command -v setpriv >/dev/null; then
-  expect_refused setpriv --reuid=65534 --regid=65534 --clear-groups "$cl/up" 2 1gbit
+  # From a copy that uid 65534 can reach: a checkout under a private directory such as /root
+  # would otherwise end in "Permission denied" before the script could refuse.
+  nobody_cl=$(mktemp -d)
+  trap 'rm -rf "$nobody_cl"; "$cl/down"' EXIT
+  install -m 755 "$cl/up" "$nobody_cl/up"
+  install -m 644 "$cl/common.sh" "$nobody_cl/common.sh"
+  chmod 755 "$nobody_cl"
+  expect_refused setpriv --reuid=65534 --regid=65534 --clear-groups "$nobody_cl/up" 2 1gbit
+  rm -rf "$nobody_cl"
+  trap '"$cl/down"' EXIT
 fi
 
 # 500 Mbit/s: slow enough that even an idle machine cannot mistake shaping for CPU limits.
