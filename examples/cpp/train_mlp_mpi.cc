@@ -124,13 +124,12 @@ int train(const Args& a, int rank, int nranks) {
         "# train-mlp-mpi: %d ranks, %zu parameters (%.2f MiB gradient), batch %d per rank, lr %g, momentum %g, "
         "fusion %ld bytes\n# step loss\n",
         nranks, model.params.size(), model.params.size() * 4.0 / (1 << 20), a.batch, a.lr, a.momentum, a.fusionBytes);
-  std::vector<double> curve;
-  double commSec = 0;
+  std::vector<double> curve, commSec;
   for (int step = 0; step < a.steps; step++) {
     task.sample(rng, batch);
     double loss = model.lossAndGradient(batch, grad);
     if (a.syncTiming) MPI_Barrier(MPI_COMM_WORLD);
-    commSec += sumGradient(grad, fusion);
+    commSec.push_back(sumGradient(grad, fusion));
     const float inv = 1.0f / static_cast<float>(nranks);
     for (size_t i = 0; i < grad.size(); i++) {
       velocity[i] = a.momentum * velocity[i] + grad[i] * inv;
@@ -144,8 +143,12 @@ int train(const Args& a, int rank, int nranks) {
   uint64_t h = fnv1a(model.params), hMin = h, hMax = h;
   MPI_Allreduce(MPI_IN_PLACE, &hMin, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &hMax, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-  double maxCommSec = commSec;
-  MPI_Allreduce(MPI_IN_PLACE, &maxCommSec, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  // Mean and median over steps of this rank's MPI_Allreduce time, then the slowest rank's of each.
+  double comm[2] = {0, 0};
+  for (double t : commSec) comm[0] += t / commSec.size();
+  std::sort(commSec.begin(), commSec.end());
+  comm[1] = commSec[commSec.size() / 2];
+  MPI_Allreduce(MPI_IN_PLACE, comm, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   size_t w = std::max<size_t>(1, curve.size() / 10);
   double first = 0, last = 0;
   for (size_t i = 0; i < w; i++) first += curve[i] / w, last += curve[curve.size() - 1 - i] / w;
@@ -153,8 +156,8 @@ int train(const Args& a, int rank, int nranks) {
   if (rank == 0) {
     std::printf(
         "# loss %.4f -> %.4f (mean of first/last %zu steps), test accuracy %.2f%%, MPI_Allreduce %.3f ms/step "
-        "(slowest rank)\n",
-        first, last, w, 100.0 * model.accuracy(task.testSet()), 1e3 * maxCommSec / a.steps);
+        "(mean; median %.3f ms; slowest rank)\n",
+        first, last, w, 100.0 * model.accuracy(task.testSet()), 1e3 * comm[0], 1e3 * comm[1]);
     std::printf("# weights %s across ranks\n", hMin == hMax ? "identical" : "DIFFER");
     if (a.check && (hMin != hMax || !(last < first * 2.0 / 3.0))) {
       std::fprintf(stderr, "check failed: %s\n", hMin != hMax ? "weights differ across ranks" : "loss did not fall");
