@@ -11,8 +11,12 @@
 namespace qcclmpi {
 namespace {
 
+// Lock order: the registry mutex is never held across an MPI call that may run attribute
+// callbacks (which take it themselves), and is taken before a context's mutex, never after.
 struct Registry {
-  std::mutex mu;
+  std::mutex mu;        // guards `live` and `finalized`
+  std::once_flag keys;  // creates the keyvals
+  std::mutex create;    // serializes get-or-create of contexts; no callback takes it
   int commKey = MPI_KEYVAL_INVALID;
   int selfKey = MPI_KEYVAL_INVALID;
   bool finalized = false;
@@ -24,7 +28,7 @@ Registry& registry() {
   return *r;
 }
 
-// Frees c and its qccl communicator. The caller holds the registry mutex and has unlinked c.
+// Frees c and its qccl communicator; c is no longer in the registry.
 void retire(CommContext* c) {
   {
     std::lock_guard<std::mutex> lock(c->mu);
@@ -44,11 +48,13 @@ void retire(CommContext* c) {
 
 int deleteCommContext(MPI_Comm, int, void* attr, void*) {
   Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  if (r.finalized) return MPI_SUCCESS;  // the finalize hook has freed every context already
   auto* c = static_cast<CommContext*>(attr);
-  auto it = std::find(r.live.begin(), r.live.end(), c);
-  if (it != r.live.end()) r.live.erase(it);
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (r.finalized) return MPI_SUCCESS;  // the finalize hook has freed every context already
+    auto it = std::find(r.live.begin(), r.live.end(), c);
+    if (it != r.live.end()) r.live.erase(it);
+  }
   retire(c);
   return MPI_SUCCESS;
 }
@@ -56,21 +62,30 @@ int deleteCommContext(MPI_Comm, int, void* attr, void*) {
 // MPI_COMM_SELF's attributes are deleted first in MPI_Finalize, while MPI still works.
 int atFinalize(MPI_Comm, int, void*, void*) {
   Registry& r = registry();
+  std::vector<CommContext*> live;
   {
     std::lock_guard<std::mutex> lock(r.mu);
-    for (CommContext* c : r.live) retire(c);
-    r.live.clear();
+    live.swap(r.live);
     r.finalized = true;
   }
+  for (CommContext* c : live) retire(c);
   if (config().report) printReport();
   return MPI_SUCCESS;
 }
 
-// With the registry mutex held.
-void registerFinalizeHookLocked(Registry& r) {
-  if (r.selfKey != MPI_KEYVAL_INVALID || r.finalized) return;
-  if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, atFinalize, &r.selfKey, nullptr) == MPI_SUCCESS)
-    PMPI_Comm_set_attr(MPI_COMM_SELF, r.selfKey, nullptr);
+// The keyval of the contexts and the MPI_Finalize hook on MPI_COMM_SELF, once.
+void createKeys(Registry& r) {
+  std::call_once(r.keys, [&r] {
+    if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, atFinalize, &r.selfKey, nullptr) == MPI_SUCCESS)
+      PMPI_Comm_set_attr(MPI_COMM_SELF, r.selfKey, nullptr);
+    if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, deleteCommContext, &r.commKey, nullptr) != MPI_SUCCESS)
+      r.commKey = MPI_KEYVAL_INVALID;
+  });
+}
+
+bool finalized(Registry& r) {
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.finalized;
 }
 
 // Settings that change what goes on the wire or which calls are compressed. Each word w is sent
@@ -109,12 +124,9 @@ int commRank(MPI_Comm comm) {
 
 CommContext* contextFor(MPI_Comm comm) {
   Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  if (r.finalized) return nullptr;
-  registerFinalizeHookLocked(r);
-  if (r.commKey == MPI_KEYVAL_INVALID &&
-      PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, deleteCommContext, &r.commKey, nullptr) != MPI_SUCCESS)
-    return nullptr;
+  createKeys(r);
+  if (r.commKey == MPI_KEYVAL_INVALID || finalized(r)) return nullptr;
+  std::lock_guard<std::mutex> create(r.create);
   void* value = nullptr;
   int found = 0;
   if (PMPI_Comm_get_attr(comm, r.commKey, &value, &found) != MPI_SUCCESS) return nullptr;
@@ -122,11 +134,16 @@ CommContext* contextFor(MPI_Comm comm) {
   SequenceKeyer::Options ko;
   ko.pinnedPeriod = config().pinnedPeriod;
   auto* c = new CommContext(ko);
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.live.push_back(c);
+  }
   if (PMPI_Comm_set_attr(comm, r.commKey, c) != MPI_SUCCESS) {
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.live.erase(std::find(r.live.begin(), r.live.end(), c));
     delete c;
     return nullptr;
   }
-  r.live.push_back(c);
   return c;
 }
 
@@ -171,10 +188,6 @@ void dropErrorFeedback(CommContext& c) {
   c.keyedPositions = 0;
 }
 
-void ensureFinalizeHook() {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  registerFinalizeHookLocked(r);
-}
+void ensureFinalizeHook() { createKeys(registry()); }
 
 }  // namespace qcclmpi
