@@ -47,9 +47,12 @@ int main(int argc, char** argv) {
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  const Case cases[] = {{"float sum 1", MPI_FLOAT, MPI_SUM, 1},         {"float sum 256", MPI_FLOAT, MPI_SUM, 256},
-                        {"float sum 16000", MPI_FLOAT, MPI_SUM, 16000}, {"float max 1", MPI_FLOAT, MPI_MAX, 1},
-                        {"int sum 1", MPI_INT, MPI_SUM, 1},             {"double sum 1", MPI_DOUBLE, MPI_SUM, 1}};
+  const Case cases[] = {{"float sum 1", MPI_FLOAT, MPI_SUM, 1},
+                        {"float sum 256", MPI_FLOAT, MPI_SUM, 256},
+                        {"float sum 16000", MPI_FLOAT, MPI_SUM, 16000},
+                        {"float max 1", MPI_FLOAT, MPI_MAX, 1},
+                        {"int sum 1", MPI_INT, MPI_SUM, 1},
+                        {"double sum 1", MPI_DOUBLE, MPI_SUM, 1}};
   static double buf[16000];
   if (rank == 0)
     printf("# case               MPI_us    PMPI_us    diff_us   (median of %d blocks of %d calls)\n", repeats, calls);
