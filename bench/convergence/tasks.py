@@ -12,7 +12,7 @@ and the batch order, so the variants of one seed differ only in the gradient exc
     cnn-sgdm              the same digits as 1x8x8 images, three 3x3 convolutions and two linear
                           layers, SGD momentum 0.9.
     charlm-adamw          character-level transformer language model (2 layers, d=64, 4 heads,
-                          context 64) on the license texts Debian ships in /usr/share/common-licenses
+                          context 32) on the license texts Debian ships in /usr/share/common-licenses
                           (package base-files, on every Debian system; the texts permit verbatim
                           copies, and nothing of them is stored in this repository); AdamW.
 
@@ -169,7 +169,7 @@ def digits_cnn(seed: int, scale: float = 1.0) -> Task:
 # ---------------------------------------------------------------------------------------------
 LICENSE_DIR = "/usr/share/common-licenses"
 LICENSE_FILES = ("GPL-3", "Apache-2.0", "MPL-2.0", "LGPL-2.1", "GFDL-1.3", "Artistic")
-CONTEXT = 64
+CONTEXT = 32
 
 
 def license_text(directory: str = LICENSE_DIR) -> bytes:
@@ -215,12 +215,12 @@ def char_lm(seed: int, scale: float = 1.0, text: Optional[bytes] = None) -> Task
     split = int(len(tokens) * 0.9)
     train, held = tokens[:split], tokens[split:]
     g = torch.Generator().manual_seed(20_000)
-    starts = torch.randint(0, len(held) - CONTEXT - 1, (128,), generator=g)
+    starts = torch.randint(0, len(held) - CONTEXT - 1, (96,), generator=g)
     test = (torch.stack([held[s:s + CONTEXT] for s in starts]), torch.stack([held[s + 1:s + CONTEXT + 1] for s in starts]))
 
     def batch_for(step: int, rank: int, world: int) -> Batch:
         gen = torch.Generator().manual_seed(seed * 1_000_003 + step * 101 + rank)
-        s = torch.randint(0, len(train) - CONTEXT - 1, (16,), generator=gen)
+        s = torch.randint(0, len(train) - CONTEXT - 1, (8,), generator=gen)
         return (torch.stack([train[i:i + CONTEXT] for i in s]), torch.stack([train[i + 1:i + CONTEXT + 1] for i in s]))
 
     def make_model() -> nn.Module:
@@ -230,7 +230,7 @@ def char_lm(seed: int, scale: float = 1.0, text: Optional[bytes] = None) -> Task
     def make_optimizer(params):
         return torch.optim.AdamW(params, lr=3e-3, weight_decay=0.01)
 
-    return Task("charlm-adamw", int(400 * scale), 16, 3e-3, 20, False, make_model, make_optimizer, _lm_loss, batch_for,
+    return Task("charlm-adamw", int(300 * scale), 8, 3e-3, 20, False, make_model, make_optimizer, _lm_loss, batch_for,
                 test)
 
 
