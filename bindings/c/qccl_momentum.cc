@@ -15,6 +15,13 @@ struct qcclMomentum {
 
 namespace {
 
+// A 1-bit codec's velocity goes through one quantization stage (allgather) rather than two (sra,
+// whose owners re-quantize the averaged velocity) up to this many ranks: with two stages the
+// momentum-corrected MLP example trained worse than exact averaging late in training, with one it
+// tracked it (examples/cpp/README.md). Allgather sends (n - 1) encoded copies per rank against sra's
+// 2 (n - 1) / n, so beyond 8 ranks sra's bytes win. An explicit opts->algo is always respected.
+constexpr int kMaxAllgatherRanks = 8;
+
 bool validConfig(const qcclMomentumConfig_t& c) {
   return c.structSize == sizeof(qcclMomentumConfig_t) && c.momentum > 0.0f && c.momentum < 1.0f &&
          c.dampening >= 0.0f && c.dampening < 1.0f && c.weightDecay >= 0.0f && std::isfinite(c.weightDecay) &&
@@ -65,7 +72,13 @@ qcclResult_t qcclMomentumAllreduce(qcclMomentum_t m, float* grad, const float* p
     u[i] = m->started ? c.momentum * m->velocity[i] + keep * d : d;
   }
   // Out of place: the averaged velocity lands in grad, u stays this rank's.
-  qcclResult_t r = qcclAllreduce(u.data(), grad, count, qcclFloat32, qcclAvg, opts, comm, nullptr);
+  qcclTensorOpts_t o = *opts;
+  int nranks = 0;
+  if (qcclCommCount(comm, &nranks) != qcclSuccess) return qcclInvalidArgument;
+  if ((o.algo < 0 || o.algo == qcclAlgoAuto) && (o.codec == qcclCodecOneBit || o.codec == qcclCodecSignScale) &&
+      nranks <= kMaxAllgatherRanks)
+    o.algo = qcclAlgoAllgather;  // one quantization stage: see kMaxAllgatherRanks
+  qcclResult_t r = qcclAllreduce(u.data(), grad, count, qcclFloat32, qcclAvg, &o, comm, nullptr);
   if (r != qcclSuccess) return r;
   for (size_t i = 0; i < count; i++) {
     const float now = grad[i];

@@ -25,6 +25,10 @@
  *   }
  *   qcclMomentumDestroy(m);
  *
+ * Algorithm: with opts->algo unset (-1 or qcclAlgoAuto), a 1-bit codec (onebit, signscale) on at most
+ * 8 ranks uses qcclAlgoAllgather, one quantization stage instead of sra's two (measured in
+ * examples/cpp/README.md); an explicit algo is respected.
+ *
  * The local velocity differs across ranks by design; the returned direction is the same on every
  * rank, so replicas that start equal stay bit-identical. Host memory only (stream must be NULL);
  * float32 only. Invalid arguments return qcclInvalidArgument (the communicator's last-error text is

@@ -41,6 +41,8 @@ from .momentum import MomentumCorrection
 __all__ = ["HookState", "allreduce_hook"]
 
 _ID_BASE = 0x7163636C << 32  # "qccl" in the high bits: keeps hook ids apart from a user's ids
+_ONE_BIT = ("onebit", "signscale")
+_MAX_ALLGATHER_RANKS = 8  # allgather sends n - 1 encoded copies per rank, sra 2 (n - 1) / n
 
 
 @dataclass
@@ -64,7 +66,8 @@ class HookState:
         bits: maxmin bits (2, 4 or 8); None for the communicator's default (4).
         algo: ``sra`` or ``allgather`` for compressed parts; None picks sra for 3+ ranks and
             allgather for 2, whatever the communicator's minimum compressed size says (this
-            hook's own filter already decided what to compress).
+            hook's own filter already decided what to compress); with ``optimizer`` and a 1-bit
+            codec (onebit, signscale) on up to 8 ranks, None picks allgather.
         min_compress_numel: parameters with fewer elements are sent as fp32.
         compress_1d: also compress 1-D parameters (biases, norms); off by default.
         warmup_steps: the first steps (counted by the last bucket of each backward) are fp32.
@@ -101,6 +104,10 @@ class HookState:
         self.codec = codec.lower()
         self.bits = bits
         self.algo = algo or ("sra" if comm.size >= 3 else "allgather")
+        if algo is None and optimizer is not None and self.codec in _ONE_BIT and comm.size <= _MAX_ALLGATHER_RANKS:
+            # One quantization stage for the momentum: sra's owners re-quantize the averaged
+            # momentum, which measured worse (bench/RESULTS.md, "Momentum-aware compression").
+            self.algo = "allgather"
         self.min_compress_numel = int(min_compress_numel)
         self.compress_1d = bool(compress_1d)
         self.warmup_steps = int(warmup_steps)
