@@ -34,15 +34,19 @@ struct Args {
   int printEvery = 10;
   uint64_t seed = 1;
   bool check = false;
+  std::string momentumMode = "dgc";  // dgc: qcclMomentumAllreduce; plain: allreduce the gradient, momentum after
 };
 
 const char* kUsage =
     "usage: qccl-train-mlp [--codec none|fp16|bf16|onebit|signscale|maxmin|dyn8|mpi] [--bits 0|2|4|8]\n"
     "                      [--algo default|auto|ring|sra|allgather] [--steps N] [--batch B] [--lr X]\n"
-    "                      [--momentum X] [--hidden H] [--seed S] [--print-every K] [--check]\n"
+    "                      [--momentum X] [--momentum-mode dgc|plain] [--hidden H] [--seed S]\n"
+    "                      [--print-every K] [--check]\n"
     "  --codec mpi   average with MPI_Allreduce instead of qccl (the uncompressed baseline)\n"
     "  --bits 0      the communicator's default (4 for maxmin)\n"
     "  --batch       samples per rank per step\n"
+    "  --momentum-mode dgc (default): qcclMomentumAllreduce compresses each rank's velocity (momentum\n"
+    "                correction); plain: compress the gradient and apply momentum afterwards\n"
     "  --check       exit 1 unless the loss fell by a third and every rank ends with the same weights\n";
 
 struct Named {
@@ -98,6 +102,9 @@ std::string parseArgs(int argc, char** argv, Args* a) {
     if (k == "--codec") {
       a->codec = v;
       ok = lookup(kCodecs, a->codec, &dummy);
+    } else if (k == "--momentum-mode") {
+      a->momentumMode = v;
+      ok = a->momentumMode == "dgc" || a->momentumMode == "plain";
     } else if (k == "--algo") {
       a->algo = v;
       ok = lookup(kAlgos, a->algo, &dummy);
@@ -134,6 +141,15 @@ uint64_t fnv1a(const std::vector<float>& v) {
   return h;
 }
 
+qcclTensorOpts_t tensorOpts(const Args& a) {
+  qcclTensorOpts_t opts = QCCL_TENSOR_OPTS_INIT;
+  opts.id = 1;  // one flattened tensor: its error-feedback state lives across steps under this id
+  lookup(kCodecs, a.codec, &opts.codec);
+  opts.bits = a.bits;
+  lookup(kAlgos, a.algo, &opts.algo);
+  return opts;
+}
+
 // Averages the gradient across ranks; returns false (after printing why) on failure.
 bool averageGradient(std::vector<float>& grad, const Args& a, qcclComm_t comm, int nranks) {
   if (a.codec == "mpi") {
@@ -141,11 +157,7 @@ bool averageGradient(std::vector<float>& grad, const Args& a, qcclComm_t comm, i
     for (float& g : grad) g /= static_cast<float>(nranks);
     return true;
   }
-  qcclTensorOpts_t opts = QCCL_TENSOR_OPTS_INIT;
-  opts.id = 1;  // one flattened tensor: its error-feedback state lives across steps under this id
-  lookup(kCodecs, a.codec, &opts.codec);
-  opts.bits = a.bits;
-  lookup(kAlgos, a.algo, &opts.algo);
+  qcclTensorOpts_t opts = tensorOpts(a);
   qcclResult_t r = qcclAllreduce(grad.data(), grad.data(), grad.size(), qcclFloat32, qcclAvg, &opts, comm, nullptr);
   if (r != qcclSuccess) {
     std::fprintf(stderr, "qcclAllreduce failed: %s: %s\n", qcclGetErrorString(r), qcclGetLastError(comm));
@@ -175,9 +187,25 @@ int train(const Args& a, int rank, int nranks) {
   std::mt19937_64 rng(a.seed * 1000003 + static_cast<uint64_t>(rank));  // a different shard per rank
   Batch batch(a.batch);
   if (rank == 0)
-    std::printf("# qccl-train-mlp: %d ranks, codec %s%s, %zu parameters, batch %d per rank, lr %g\n# step loss\n",
-                nranks, a.codec.c_str(), a.bits ? (" " + std::to_string(a.bits) + "-bit").c_str() : "",
-                model.params.size(), a.batch, a.lr);
+    std::printf(
+        "# qccl-train-mlp: %d ranks, codec %s%s, %zu parameters, batch %d per rank, lr %g, momentum %g%s\n"
+        "# step loss\n",
+        nranks, a.codec.c_str(), a.bits ? (" " + std::to_string(a.bits) + "-bit").c_str() : "", model.params.size(),
+        a.batch, a.lr, a.momentum,
+        comm && a.momentum > 0 && a.momentumMode == "dgc" ? " (momentum-corrected allreduce)" : "");
+
+  // With momentum and a qccl codec, qcclMomentumAllreduce exchanges each rank's velocity and returns
+  // the step direction of SGD with momentum (see qccl/qccl_momentum.h).
+  qcclMomentum_t mom = nullptr;
+  if (comm && a.momentum > 0 && a.momentumMode == "dgc") {
+    qcclMomentumConfig_t mc = QCCL_MOMENTUM_CONFIG_INIT;
+    mc.momentum = a.momentum;
+    if (qcclMomentumCreate(&mom, model.params.size(), &mc) != qcclSuccess) {
+      std::fprintf(stderr, "rank %d: qcclMomentumCreate failed\n", rank);
+      return 1;
+    }
+  }
+  const qcclTensorOpts_t opts = tensorOpts(a);
 
   std::vector<double> curve;
   double commSec = 0;
@@ -186,9 +214,21 @@ int train(const Args& a, int rank, int nranks) {
     task.sample(rng, batch);
     double loss = model.lossAndGradient(batch, grad);
     double t0 = MPI_Wtime();
-    ok = averageGradient(grad, a, comm, nranks);
+    if (mom) {
+      qcclResult_t r =
+          qcclMomentumAllreduce(mom, grad.data(), model.params.data(), grad.size(), qcclFloat32, &opts, comm, nullptr);
+      if (r != qcclSuccess)
+        std::fprintf(stderr, "qcclMomentumAllreduce failed: %s: %s\n", qcclGetErrorString(r), qcclGetLastError(comm));
+      ok = r == qcclSuccess;
+    } else {
+      ok = averageGradient(grad, a, comm, nranks);
+    }
     commSec += MPI_Wtime() - t0;
     for (size_t i = 0; i < grad.size(); i++) {
+      if (mom) {
+        model.params[i] -= a.lr * grad[i];  // grad holds SGD's step direction now
+        continue;
+      }
       velocity[i] = a.momentum * velocity[i] + grad[i];
       model.params[i] -= a.lr * velocity[i];
     }
@@ -200,6 +240,7 @@ int train(const Args& a, int rank, int nranks) {
   // Every rank learns of a failure anywhere, so none waits on a peer that stopped.
   int allOk = ok ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &allOk, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (mom) qcclMomentumDestroy(mom);
   if (comm) qcclCommDestroy(comm);
   if (!allOk) return 1;
 

@@ -245,4 +245,10 @@ qcclResult_t qcclAllgather(const void* sendbuff, void* recvbuff, size_t sendcoun
 }  // extern "C"
 #endif
 
+/* ---- Momentum-corrected allreduce --------------------------------------------------------------
+ * qcclMomentum_t: SGD with momentum (nesterov, dampening, weight decay) over a compressed
+ * allreduce, with the compression applied to each rank's velocity (momentum correction). Declared
+ * in qccl/qccl_momentum.h, implemented in bindings/c/qccl_momentum.cc on top of qcclAllreduce. */
+#include "qccl/qccl_momentum.h"
+
 #endif  // QCCL_QCCL_H_

@@ -1,0 +1,205 @@
+"""Momentum-aware compression for :class:`qccl.torch.HookState` (``HookState(..., optimizer=opt)``).
+
+With error feedback on the gradients and the optimizer's momentum on top, a 1-bit codec's error
+is integrated by the momentum step after step, and the model trains worse than with fp32
+(bench/RESULTS.md, "Momentum-aware compression"). The schemes here move the momentum into the
+exchange and hand the optimizer a gradient that makes its own first-moment buffer equal to the
+exchanged one, so the training loop (``loss.backward(); opt.step()``) and the optimizer object stay
+as they are; this works on torch 1.13, which has no optimizer step hooks.
+
+Schemes (``HookState(..., optimizer=opt, scheme=...)``):
+
+``"dgc"`` (the default): momentum correction, Lin et al., "Deep Gradient Compression", ICLR 2018.
+    Each rank keeps a local momentum of its own gradient, ``u = mu * u + (1 - dampening) * d`` with
+    ``d = g + weight_decay * p`` (SGD; Adam: ``u = b1 * u + (1 - b1) * d``, the first moment),
+    sends ``u`` through the compressed allreduce (so the error feedback works in momentum units)
+    and receives the average ``U``, identical on every rank. The hook returns
+    ``g' = (U - mu * buf) / (1 - dampening) - weight_decay * p``, where ``buf`` is the optimizer's
+    buffer (``momentum_buffer``, ``exp_avg``), so that ``opt.step()`` sets ``buf = U`` and steps
+    with it. Nesterov, the learning rate and its schedule, Adam's second moment stay the
+    optimizer's.
+``"ef21"``: EF21-SGDM, Fatkhullin et al., "Momentum Provably Improves Error Feedback!", NeurIPS
+    2023. Each rank sends the change of its local momentum ``u_t - u_{t-1}``, and the buffer
+    becomes ``buf + average``. With qccl's error feedback, the worker's running estimate of its
+    momentum is ``u - residual``: EF21's ``g_i`` exactly.
+``"onebit_adam"`` (Adam/AdamW): Tang et al., "1-bit Adam", ICML 2021. The first
+    ``HookState.warmup_steps`` steps are plain Adam with uncompressed gradients; then the
+    (bias-corrected) second moment is frozen and the first moment is exchanged as in ``"dgc"``.
+``"plain"``: no correction, error feedback on the gradients (what the hook does without
+    ``optimizer``), for comparison.
+
+Replicas: the local momenta differ across ranks by design (each holds that rank's gradients).
+What reaches the parameters is computed from the allreduce result (bit-identical on every rank),
+the optimizer's state and the parameters (identical on every rank) by the same operations, so
+the replicas stay bit-identical.
+
+Reconciliation: before each exchange the optimizer's buffer is compared with the one the previous
+exchange asked for. A difference -- gradient clipping or any other change to ``p.grad`` before
+``opt.step()``, a step that a ``GradScaler`` skipped, an optimizer state loaded from a checkpoint --
+is added to the local momenta, so that it persists as it would without compression; it is the same
+on every rank. Backward passes inside ``no_sync()`` do not call the hook, so gradients accumulated
+there enter the momentum once, with the synchronized backward.
+"""
+
+from typing import Any, Dict, Optional
+
+import torch
+
+from ._core import INVALID_ARGUMENT, Error
+
+__all__ = ["SCHEMES", "MomentumCorrection"]
+
+SCHEMES = ("dgc", "ef21", "onebit_adam", "plain")
+
+
+def _kind(optimizer: Any) -> str:
+    if isinstance(optimizer, torch.optim.SGD):
+        return "sgd"
+    if isinstance(optimizer, torch.optim.AdamW):
+        return "adamw"
+    if isinstance(optimizer, torch.optim.Adam):
+        return "adam"
+    raise Error(f"optimizer: momentum-aware compression supports torch.optim.SGD, Adam and AdamW, not "
+                f"{type(optimizer).__name__}", INVALID_ARGUMENT)
+
+
+class _Hyper:
+    """One parameter group's settings in the form the formulas need: the first moment is
+    ``buf = mu * buf + keep * d`` with ``d = sign * g + wd * p`` (``wd`` 0 when decoupled)."""
+
+    __slots__ = ("mu", "keep", "wd", "sign", "beta2")
+
+    def __init__(self, kind: str, group: Dict[str, Any]):
+        self.sign = -1.0 if group.get("maximize", False) else 1.0
+        if kind == "sgd":
+            self.mu, self.keep, self.beta2 = float(group["momentum"]), 1.0 - float(group["dampening"]), 0.0
+            if self.mu != 0.0 and self.keep <= 0.0:
+                raise Error("optimizer: dampening 1 leaves no gradient in the momentum", INVALID_ARGUMENT)
+        else:
+            if group.get("amsgrad", False):
+                raise Error("optimizer: momentum-aware compression does not support amsgrad", INVALID_ARGUMENT)
+            self.mu, self.beta2 = float(group["betas"][0]), float(group["betas"][1])
+            self.keep = 1.0 - self.mu
+        self.wd = 0.0 if kind == "adamw" else float(group["weight_decay"])
+
+
+class MomentumCorrection:
+    """One scheme's per-parameter state for one optimizer; driven by :class:`qccl.torch.HookState`.
+
+    For each parameter ``p`` that takes this path (``active(p)``), ``local(p, g)`` replaces this
+    rank's gradient ``g`` (a flat view into the DDP bucket) by the message to send, and
+    ``corrected(p, x)`` replaces the averaged message ``x`` by the gradient the optimizer is to
+    see. SGD parameter groups without momentum keep the plain path, which is already exact."""
+
+    def __init__(self, optimizer: Any, scheme: Optional[str] = None, warmup_steps: int = 0):
+        self.kind = _kind(optimizer)
+        scheme = scheme or "dgc"
+        if scheme not in SCHEMES:
+            raise Error(f"scheme {scheme!r}: expected one of {list(SCHEMES)}", INVALID_ARGUMENT)
+        if scheme == "onebit_adam" and (self.kind == "sgd" or warmup_steps <= 0):
+            raise Error("scheme 'onebit_adam' needs torch.optim.Adam or AdamW and warmup_steps > 0", INVALID_ARGUMENT)
+        self.optimizer = optimizer
+        self.scheme = scheme
+        self.warmup_steps = int(warmup_steps)
+        self._hyper: Dict[torch.Tensor, _Hyper] = {}
+        self._index: Dict[torch.Tensor, int] = {}
+        for group in optimizer.param_groups:
+            h = _Hyper(self.kind, group)
+            for p in group["params"]:
+                self._index[p] = len(self._index)
+                self._hyper[p] = h
+        # Per parameter: "u" this rank's local momentum, "sent" the buffer the last exchange asked
+        # the optimizer for, "vhat" onebit_adam's frozen bias-corrected second moment.
+        self._state: Dict[torch.Tensor, Dict[str, torch.Tensor]] = {}
+
+    def active(self, p: torch.Tensor) -> bool:
+        h = self._hyper.get(p)
+        return h is not None and self.scheme != "plain" and (self.kind != "sgd" or h.mu != 0.0)
+
+    def corrects(self, step: int) -> bool:
+        """False while onebit_adam runs plain, uncompressed Adam steps (its warm-up)."""
+        return self.scheme != "plain" and (self.scheme != "onebit_adam" or step >= self.warmup_steps)
+
+    def _buffer(self, p: torch.Tensor) -> Optional[torch.Tensor]:
+        """The optimizer's first moment of p, flat, or None before its first step."""
+        st = self.optimizer.state.get(p)
+        if not st:
+            return None
+        b = st.get("momentum_buffer" if self.kind == "sgd" else "exp_avg")
+        return None if b is None else b.view(-1)
+
+    def local(self, p: torch.Tensor, g: torch.Tensor) -> None:
+        """Replaces g, this rank's flat gradient of p, by this rank's message."""
+        h = self._hyper[p]
+        st = self._state.setdefault(p, {})
+        buf = self._buffer(p)
+        d = g.float() * h.sign
+        if h.wd != 0.0:
+            d = d.add(p.detach().reshape(-1).float(), alpha=h.wd)
+        u = st.get("u")
+        if buf is None or u is None:
+            # The optimizer starts its buffer with this step, or this rank has no local momentum yet
+            # (e.g. the optimizer was restored from a checkpoint): start from the shared buffer.
+            u = torch.zeros_like(d) if buf is None else buf.float().clone()
+        else:
+            u.add_(buf.float() - st["sent"])  # whatever changed the optimizer's buffer carries over
+        before = u.clone() if self.scheme == "ef21" else None
+        if self.kind == "sgd" and buf is None:
+            u.copy_(d)  # SGD's first step: buf = d
+        else:
+            u.mul_(h.mu).add_(d, alpha=h.keep)
+        st["u"] = u
+        g.copy_(u - before if before is not None else u)
+
+    def corrected(self, p: torch.Tensor, x: torch.Tensor) -> None:
+        """Replaces x, the average of the messages for p, by the gradient the optimizer is to see."""
+        h = self._hyper[p]
+        st = self._state[p]
+        buf = self._buffer(p)
+        old = None if buf is None else buf.float()
+        target = x.float() if self.scheme != "ef21" or old is None else x.float() + old
+        st["sent"] = target.clone()
+        if self.kind == "sgd" and old is None:
+            d = target  # SGD's first step copies d into the buffer
+        elif old is None:
+            d = target / h.keep  # Adam's first moment starts from zero
+        else:
+            d = (target - old * h.mu) / h.keep
+        if self.scheme == "onebit_adam":
+            self._freeze_second_moment(p, st, h)
+        if h.wd != 0.0:
+            d = d.sub(p.detach().reshape(-1).float(), alpha=h.wd)
+        x.copy_(d * h.sign)
+
+    def _freeze_second_moment(self, p: torch.Tensor, st: Dict[str, torch.Tensor], h: _Hyper) -> None:
+        """onebit_adam: puts the frozen second moment back before each step, scaled so that Adam's
+        bias correction at the coming step turns it into the value frozen after the warm-up (the
+        step itself then mixes in (1 - beta2) of the new gradient's square, 0.1% for 0.999)."""
+        ost = self.optimizer.state.get(p)
+        if not ost or "exp_avg_sq" not in ost:
+            return
+        v = ost["exp_avg_sq"]
+        step = float(ost["step"])
+        if "vhat" not in st:
+            st["vhat"] = v.detach().reshape(-1).float() / (1.0 - h.beta2**step)
+        v.view(-1).copy_(st["vhat"] * (1.0 - h.beta2 ** (step + 1.0)))
+
+    def state_dict(self) -> Dict[str, Any]:
+        """This rank's state: per parameter (numbered in the optimizer's param_groups order, as in
+        ``optimizer.state_dict()``), the local momentum and the buffer last asked for. It differs
+        across ranks: save it per rank, next to the model and the optimizer."""
+        state = {self._index[p]: {k: v.detach().clone() for k, v in st.items()} for p, st in self._state.items()}
+        return {"scheme": self.scheme, "optimizer": self.kind, "state": state}
+
+    def load_state_dict(self, sd: Dict[str, Any]) -> None:
+        if sd.get("scheme") != self.scheme or sd.get("optimizer") != self.kind:
+            raise Error(f"momentum state is for scheme {sd.get('scheme')!r} with {sd.get('optimizer')!r}, not "
+                        f"{self.scheme!r} with {self.kind!r}", INVALID_ARGUMENT)
+        by_index = {i: p for p, i in self._index.items()}
+        state = {}
+        for i, st in sd["state"].items():
+            p = by_index.get(int(i))
+            if p is None:
+                raise Error(f"momentum state names parameter {i}; the optimizer has {len(by_index)}", INVALID_ARGUMENT)
+            state[p] = {k: v.detach().to(p.device, torch.float32).clone() for k, v in st.items()}
+        self._state = state
