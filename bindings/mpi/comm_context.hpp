@@ -34,6 +34,7 @@ struct CommContext {
   size_t keyedPositions = 0;  ///< positions that may hold error-feedback state in `qccl`
   uint64_t compressible = 0;  ///< calls large enough to compress so far (QCCL_WARMUP counts these)
   std::vector<float> pack;    ///< derived datatypes are packed into this float array
+  std::vector<float> keys;    ///< every rank's key of the current call (see agreeOnKey)
 };
 
 /// The context of `comm`, created on first use (a local operation). nullptr once MPI_Finalize has

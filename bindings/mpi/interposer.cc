@@ -90,8 +90,40 @@ int fail(const Call& c, const char* what) {
   return code;
 }
 
+// Every rank keys its calls on its own (buffer addresses are per process), and qccl fails a call
+// whose ranks name different tensors. So a key is used only when every rank holds the same one:
+// each compressed call first gathers every rank's key over the qccl communicator (one float each,
+// uncompressed; QCCL_TIMEOUT and dead peers apply as to any qccl call). Where they differ, every
+// rank runs the call unkeyed and drops its error-feedback state, as at a cycle break.
+qcclResult_t agreeOnKey(CommContext& ctx, const Call& c, SequenceKeyer::Key& key) {
+  constexpr size_t kExactInFloat = size_t{1} << 24;
+  if (key.keyed && key.position >= kExactInFloat) key.keyed = false;
+  const float mine = key.keyed ? static_cast<float>(key.position) : -1.0f;
+  ctx.keys.resize(static_cast<size_t>(c.commSize));
+  qcclTensorOpts_t opts = QCCL_TENSOR_OPTS_INIT;
+  opts.codec = qcclCodecNone;
+  const qcclResult_t rc = qcclAllgather(&mine, ctx.keys.data(), 1, qcclFloat32, &opts, ctx.qccl, nullptr);
+  if (rc != qcclSuccess) return rc;
+  for (float k : ctx.keys)
+    if (k != mine) {
+      counters().keyDisagreements++;
+      key.keyed = false;
+      dropErrorFeedback(ctx);
+      break;
+    }
+  return qcclSuccess;
+}
+
 // Runs the call through qccl; with ctx.mu held by `lock`, which it releases.
-int compress(CommContext& ctx, std::unique_lock<std::mutex>& lock, const Call& c, const SequenceKeyer::Key& key) {
+int compress(CommContext& ctx, std::unique_lock<std::mutex>& lock, const Call& c, SequenceKeyer::Key key) {
+  if (const qcclResult_t rc = agreeOnKey(ctx, c, key); rc != qcclSuccess) {
+    ctx.failed = true;
+    char msg[512];
+    std::snprintf(msg, sizeof(msg), "exchanging the error-feedback key: %s: %s", qcclGetErrorString(rc),
+                  qcclGetLastError(ctx.qccl));
+    lock.unlock();
+    return fail(c, msg);
+  }
   const bool inPlace = c.send == MPI_IN_PLACE;
   const void* in = inPlace ? c.recv : c.send;
   float* work = static_cast<float*>(c.recv);

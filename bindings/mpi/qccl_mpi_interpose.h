@@ -20,6 +20,8 @@ typedef struct {
   uint64_t compressed;   /**< calls that qccl carried */
   uint64_t keyed;        /**< compressed calls with error feedback (a position in the learned cycle) */
   uint64_t cycleBreaks;  /**< calls that did not fit the learned cycle: error-feedback state dropped */
+  uint64_t keyDisagreements; /**< compressed calls whose ranks held different keys (their buffers
+                                  moved differently): run without error feedback, state dropped */
   uint64_t passedType;   /**< passed to PMPI_Allreduce: a basic element of the datatype is not a float */
   uint64_t passedOp;     /**< ... the operation is not MPI_SUM */
   uint64_t passedSize;   /**< ... count is 0 or the floats are below QCCL_MIN_COMPRESS */

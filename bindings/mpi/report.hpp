@@ -7,7 +7,7 @@
 namespace qcclmpi {
 
 struct Counters {
-  std::atomic<uint64_t> calls{0}, compressed{0}, keyed{0}, cycleBreaks{0};
+  std::atomic<uint64_t> calls{0}, compressed{0}, keyed{0}, cycleBreaks{0}, keyDisagreements{0};
   std::atomic<uint64_t> passedType{0}, passedOp{0}, passedSize{0}, passedComm{0}, passedWarmup{0}, passedOff{0};
   std::atomic<uint64_t> reentered{0}, errors{0};
   std::atomic<uint64_t> inputBytes{0}, wireBytes{0}, ringBytes{0};

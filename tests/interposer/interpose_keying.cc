@@ -93,8 +93,12 @@ void moving(int steps) {
   // A keyer that ignored addresses would key all but the first calls.
   EXPECT(s.keyed < static_cast<uint64_t>(steps) / 2, "keyed %llu of %d", (unsigned long long)s.keyed, steps);
   if (gRank == 0)
-    std::printf("keyed %llu of %d, cycle breaks %llu\n", (unsigned long long)s.keyed, steps,
-                (unsigned long long)s.cycleBreaks);
+    std::printf("keyed %llu of %d, cycle breaks %llu, keys that differed across ranks %llu\n",
+                (unsigned long long)s.keyed, steps, (unsigned long long)s.cycleBreaks,
+                (unsigned long long)s.keyDisagreements);
+  // Every rank moves its buffer at random on its own, so their keyers break at different calls:
+  // the calls where they disagree must have been detected (and run unkeyed), never failed.
+  EXPECT(s.keyDisagreements > 0, "no key disagreement detected although the buffers moved differently");
 }
 
 }  // namespace
