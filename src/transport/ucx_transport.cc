@@ -242,7 +242,17 @@ class UcxTransport final : public Transport {
     if (links_ && now >= nextLivenessCheck_) {
       nextLivenessCheck_ = now + kLivenessPeriod;
       links_->poll(&linkEvents_);
-      for (int r : linkEvents_.dead) peers_[r].failed = true;
+      for (int r : linkEvents_.dead) {
+        peers_[r].failed = true;
+        // A dead member fails the collective for every survivor, not only for those with a
+        // request towards it: the others may wait on a live rank that has itself given up.
+        if (!death_.have) {
+          death_.have = true;
+          death_.peer = r;
+          death_.code = ErrorCode::kRemoteError;
+          death_.reason = "its process is gone (the bootstrap connection closed without a goodbye)";
+        }
+      }
       if (linkEvents_.abort && !linkAbort_.have) {
         // The same notice usually arrives on the data path too, with its reason; keep whichever
         // comes first (pollAbort prefers the data path's when both are there).
@@ -287,7 +297,8 @@ class UcxTransport final : public Transport {
       }
     }
     if (abort_.have) return abort_.report(peer, code, reason);
-    return linkAbort_.report(peer, code, reason);
+    if (linkAbort_.have) return linkAbort_.report(peer, code, reason);
+    return death_.report(peer, code, reason);
   }
 
  private:
@@ -389,7 +400,7 @@ class UcxTransport final : public Transport {
       p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
       // After a failure nothing is left to deliver (the notice went out when it happened), and a
       // flush would wait for peers that are shutting down too: close at once.
-      const bool failed = abortSent_ || abort_.have || linkAbort_.have;
+      const bool failed = abortSent_ || abort_.have || linkAbort_.have || death_.have;
       p.flags = peers_[r].failed || failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;
       ucs_status_ptr_t req = ucp_ep_close_nbx(eps_[r], &p);
       if (UCS_PTR_IS_PTR(req)) pending.push_back(req);
@@ -431,6 +442,7 @@ class UcxTransport final : public Transport {
   bool abortSent_ = false;
   ReceivedAbort abort_;
   ReceivedAbort linkAbort_;
+  ReceivedAbort death_;  // the first rank learnt dead through the bootstrap links
   LinkEvents linkEvents_;
   Clock::time_point dropLimit_ = Clock::time_point::max();
   std::vector<std::unique_ptr<UcxRequest>> pool_;

@@ -177,6 +177,41 @@ int childDeadPeer(Transport& t, int victim) {
   return 0;
 }
 
+// The last rank dies while the others wait only on each other: rank 1 on a message from rank 0
+// that never comes, rank 0 on one from rank 1. Neither has a request towards the dead rank, yet a
+// collective with a dead member cannot finish: both must get kRemoteError well before the timeout
+// (the wait of a rank that had no request towards the dead one once ran out its whole timeout).
+int childDeadBystander(Transport& t) {
+  const int n = t.size(), rank = t.rank(), victim = n - 1;
+  {  // everyone is up and connected before the victim dies
+    std::vector<uint32_t> out(16, rank), in(static_cast<size_t>(n) * 16);
+    std::vector<RequestPtr> reqs;
+    for (int p = 0; p < n; ++p) reqs.push_back(t.irecv(p, 1, in.data() + p * 16, 64));
+    for (int p = 0; p < n; ++p) reqs.push_back(t.isend(p, 1, out.data(), 64));
+    waitAll(t, reqs, after(30), "warm-up exchange");
+  }
+  if (rank == victim) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::fprintf(stderr, "rank %d: exiting on purpose\n", rank);
+    _exit(0);
+  }
+  int x = 0;
+  std::vector<RequestPtr> reqs;
+  reqs.push_back(t.irecv(rank == 0 ? 1 : 0, 2, &x, sizeof x));
+  auto t0 = Clock::now();
+  try {
+    waitAll(t, reqs, after(20), "waiting on a live rank");
+    CHILD_CHECK(false, "the wait finished although nobody sent");
+  } catch (const Error& e) {
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank, errorCodeName(e.code()), s, e.what());
+    CHILD_CHECK(e.code() == ErrorCode::kRemoteError, "wrong code");
+    CHILD_CHECK(std::strstr(e.what(), ("rank " + std::to_string(victim)).c_str()) != nullptr, "names no victim");
+    CHILD_CHECK(s < 5.0, "took %.2f s", s);
+  }
+  return 0;
+}
+
 int runChild(const std::string& scenario, int rank, int nranks) {
   UniqueId id = fromHex(std::getenv("QCCL_TEST_UID"));
   try {
@@ -198,6 +233,7 @@ int runChild(const std::string& scenario, int rank, int nranks) {
     if (scenario == "abort") return childAbort(*t);
     if (scenario == "deadpeer") return childDeadPeer(*t, nranks - 1);
     if (scenario == "deadroot") return childDeadPeer(*t, 0);
+    if (scenario == "deadbystander") return childDeadBystander(*t);
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;
   } catch (const std::exception& e) {
@@ -288,6 +324,7 @@ TEST(UcxProcesses, DeadPeerGivesErrorNotHang) {
     expectAllZero(launch("deadpeer", 3, tl.second, 40));
     // Rank 0 relays deaths; its own death is seen directly on every rank's link to it.
     expectAllZero(launch("deadroot", 3, tl.second, 40));
+    expectAllZero(launch("deadbystander", 3, tl.second, 40));
   }
 }
 
