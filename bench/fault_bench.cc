@@ -117,7 +117,14 @@ struct Trial {
   int missing = 0;              // survivors that never reported an error
   int unclean = 0;              // survivors that did not exit 0 within 10 s of their error
   int wrongCode = 0;            // survivors whose error was not a peer failure or timeout
+  bool setupFailed = false;     // a rank exited before all were running (e.g. the port was taken)
 };
+
+// Kills and reaps every rank of a trial that could not start.
+void killAll(const std::vector<pid_t>& pids) {
+  for (pid_t pid : pids) kill(pid, SIGKILL);
+  for (pid_t pid : pids) waitpid(pid, nullptr, 0);
+}
 
 Trial runTrial(int n, size_t count, int codec, double timeout, std::mt19937_64& rng) {
   Trial tr;
@@ -142,9 +149,25 @@ Trial runTrial(int n, size_t count, int codec, double timeout, std::mt19937_64& 
     }
     return false;
   };
+  // Every rank must be running a collective before the kill. The port freePort() found may be
+  // taken by someone else before rank 0 binds it; a rank that exits here makes the trial start
+  // again on another port (counted as a set-up retry, not as a result).
   int ready = 0;
   Msg m;
-  while (ready < n && readMsg(&m, nowSec() + 60)) ready += m.kind == 0 ? 1 : 0;
+  for (const double until = nowSec() + 120; ready < n;) {
+    if (readMsg(&m, std::min(until, nowSec() + 0.2))) {
+      ready += m.kind == 0 ? 1 : 0;
+      continue;
+    }
+    bool gone = nowSec() >= until;
+    for (pid_t pid : pids) gone = gone || waitpid(pid, nullptr, WNOHANG) == pid;
+    if (gone) {
+      killAll(pids);
+      close(p[0]);
+      tr.setupFailed = true;
+      return tr;
+    }
+  }
   tr.victim = static_cast<int>(rng() % static_cast<uint64_t>(n));
   tr.delay = std::ldexp(static_cast<double>(rng() >> 11), -53) * 0.5;
   std::this_thread::sleep_for(std::chrono::duration<double>(tr.delay));
@@ -240,9 +263,17 @@ int runFaultBench(int argc, char** argv) {
   const int c = codec == "maxmin" ? qcclCodecMaxMin : codec == "none" ? qcclCodecNone : qcclCodecOneBit;
   std::mt19937_64 rng(seed);
   std::vector<double> all, worst;
-  int missing = 0, unclean = 0, wrongCode = 0, over2 = 0;
+  int missing = 0, unclean = 0, wrongCode = 0, over2 = 0, setupRetries = 0;
   for (int k = 0; k < trials; ++k) {
     Trial t = runTrial(n, bytes / sizeof(float), c, timeout, rng);
+    for (int retry = 0; t.setupFailed && retry < 5; ++retry, ++setupRetries) {
+      std::fprintf(stderr, "trial %d: a rank did not start; starting again on another port\n", k);
+      t = runTrial(n, bytes / sizeof(float), c, timeout, rng);
+    }
+    if (t.setupFailed) {
+      std::fprintf(stderr, "trial %d: the ranks did not start in 6 tries\n", k);
+      return 1;
+    }
     double w = t.latency.empty() ? 0 : *std::max_element(t.latency.begin(), t.latency.end());
     all.insert(all.end(), t.latency.begin(), t.latency.end());
     worst.push_back(w);
@@ -261,9 +292,9 @@ int runFaultBench(int argc, char** argv) {
       "\"timeout_s\": %.0f, \"survivor_errors\": %zu, \"latency_median_s\": %.4f, \"latency_p90_s\": %.4f, "
       "\"latency_p99_s\": %.4f, \"latency_max_s\": %.4f, \"slowest_per_trial_median_s\": %.4f, "
       "\"trials_over_2s_or_missing\": %d, \"missing_reports\": %d, \"unclean_exits\": %d, "
-      "\"unexpected_codes\": %d}\n",
+      "\"unexpected_codes\": %d, \"setup_retries\": %d}\n",
       n, trials, codec.c_str(), bytes, timeout, all.size(), quantile(all, 0.5), quantile(all, 0.9), quantile(all, 0.99),
       all.empty() ? 0 : *std::max_element(all.begin(), all.end()), quantile(worst, 0.5), over2, missing, unclean,
-      wrongCode);
+      wrongCode, setupRetries);
   return over2 == 0 && unclean == 0 && wrongCode == 0 ? 0 : 1;
 }
