@@ -8,6 +8,7 @@
 // argument errors are raised before anything is sent and leave the communicator usable.
 #include "core/communicator.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -309,7 +310,27 @@ void Communicator::Impl::agree(const TensorOpts& t, size_t count, DataType dtype
     RequestPtr check = transport->iallreduceMin(words, 2 * kCheckWords);
     QCCL_CHECK(check != nullptr, ErrorCode::kInternalError, "allreduce: the transport's check collective went away");
     try {
-      waitCollective(*check, "allreduce (check of the call across ranks)");
+      try {
+        waitCollective(*check, "allreduce (check of the call across ranks)");
+      } catch (const Error& e) {
+        // A rank that finished the check first and found a disagreement aborts at once; its
+        // notice can overtake the last bytes of this rank's own check. Give the check a moment to
+        // complete, so that every rank reports the disagreement itself (qcclMismatch) rather than
+        // the peer's abort; rethrow the abort if the check does not complete.
+        if (e.code() != ErrorCode::kRemoteError) throw;
+        WaitSpec grace = waitSpec("allreduce (check of the call across ranks, after a peer's abort)");
+        grace.hearAborts = false;
+        grace.deadline = std::min(grace.deadline, deadlineIn(1.0));
+        try {
+          waitUntil(*transport, grace, [&](bool*) { return check->test(); });
+        } catch (const Error&) {
+          throw e;
+        }
+        bool agree = true;
+        for (int i = 0; i < kCheckWords; ++i)
+          agree = agree && words[i] == mine[i] && -words[kCheckWords + i] == mine[i];
+        if (agree) throw;
+      }
     } catch (...) {
       checkWords = nullptr;  // MPI may still write into the abandoned words: leak them
       throw;
