@@ -241,6 +241,18 @@ qcclResult_t qcclAllreduce(const void* sendbuff, void* recvbuff, size_t count, q
 qcclResult_t qcclAllgather(const void* sendbuff, void* recvbuff, size_t sendcount, qcclDataType_t datatype,
                            const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream);
 
+/** Reduce-scatter in NCCL's layout: recvbuff[i] = op over ranks r of rank r's
+ *  sendbuff[rank * recvcount + i]; sendbuff holds nranks * recvcount elements. In place when
+ *  recvbuff == sendbuff + rank * recvcount. recvcount must be the same on every rank (otherwise
+ *  qcclMismatch, or qcclRemoteError from the peer that found it, on every rank).
+ *  With a lossy codec each rank encodes the shards it sends with error feedback (opts->id keys
+ *  the residual of the whole send buffer) and the owner sums the decoded contributions in rank
+ *  order, as the first stage of qcclAlgoSra does; the owner does not re-encode, so there is no
+ *  second quantization and no owner residual. Under qcclAlgoAuto a send buffer below
+ *  minCompressBytes of fp32 goes uncompressed; any other algo compresses at every size. */
+qcclResult_t qcclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, qcclDataType_t datatype,
+                               qcclRedOp_t op, const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif
