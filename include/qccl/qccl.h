@@ -114,6 +114,8 @@ typedef enum {
  *    QCCL_CPU_ISA      cap on the CPU codec kernels: scalar|avx2|avx512 (default: the best present)
  *    QCCL_SOCKET_IFNAME interface whose IPv4 address goes into a unique id (default: first up,
  *                      non-loopback one)
+ *    QCCL_HOST_ID      ranks with equal values share a host for host grouping (default: the MPI
+ *                      library's shared-memory split; over UCX hostname + network namespace + boot id)
  */
 typedef struct {
   size_t structSize; /**< sizeof(qcclConfig_t), set by qcclConfigInit */

@@ -6,6 +6,7 @@
 //   QCCL_WARMUP, QCCL_ALGO, QCCL_ERROR_FEEDBACK, QCCL_MAX_RESIDUAL_BYTES
 //   QCCL_CPU_ISA        cap on the CPU codec kernels (env::cpuIsaCap, read once by the dispatcher)
 //   QCCL_SOCKET_IFNAME  interface of the UCX bootstrap address (env::socketIfname)
+//   QCCL_HOST_ID        this process's host key for host grouping (env::hostId)
 #include "core/config.hpp"
 
 #include <cerrno>
@@ -149,6 +150,11 @@ std::string cpuIsaCap() {
 
 std::string socketIfname() {
   const char* v = std::getenv("QCCL_SOCKET_IFNAME");
+  return v != nullptr ? std::string(v) : std::string();
+}
+
+std::string hostId() {
+  const char* v = std::getenv("QCCL_HOST_ID");
   return v != nullptr ? std::string(v) : std::string();
 }
 

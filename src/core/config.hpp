@@ -23,6 +23,9 @@ namespace env {
 std::string cpuIsaCap();
 /// QCCL_SOCKET_IFNAME: the interface whose IPv4 address goes into a unique id; empty when unset.
 std::string socketIfname();
+/// QCCL_HOST_ID: overrides this process's host key (ranks with the same value share a host, for
+/// the hierarchical algorithms); empty when unset.
+std::string hostId();
 }  // namespace env
 
 }  // namespace qccl
