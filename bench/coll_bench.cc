@@ -202,14 +202,14 @@ bool parseArgs(int argc, char** argv, Args* a) {
 }
 
 int algoFromName(const std::string& s) {
-  const char* names[] = {"auto", "ring", "sra", "allgather"};
-  for (int i = 0; i < 4; ++i)
+  const char* names[] = {"auto", "ring", "sra", "allgather", "hier"};
+  for (int i = 0; i < 5; ++i)
     if (s == names[i]) return i;
   fatal("unknown --algo " + s);
 }
 const char* algoName(int a) {
-  static const char* names[] = {"auto", "ring", "sra", "allgather"};
-  return a >= 0 && a < 4 ? names[a] : "?";
+  static const char* names[] = {"auto", "ring", "sra", "allgather", "hier"};
+  return a >= 0 && a < 5 ? names[a] : "?";
 }
 
 // Inputs: gaussian-like, multiples of 2^-10 below 8 in magnitude (exact partial sums in fp32).

@@ -80,10 +80,13 @@ typedef enum {
 } qcclCodec_t;
 
 typedef enum {
-  qcclAlgoAuto = 0,     /**< documented rule from size and codec (see README, "Choosing an algorithm") */
-  qcclAlgoRing = 1,     /**< uncompressed ring, fp32 or fp16/bf16 on the wire, reduced in fp32 */
-  qcclAlgoSra = 2,      /**< compressed scatter-reduce + allgather, two-stage error feedback */
-  qcclAlgoAllgather = 3 /**< every rank encodes once, every rank decodes all and sums */
+  qcclAlgoAuto = 0,      /**< documented rule from size and codec (see README, "Choosing an algorithm") */
+  qcclAlgoRing = 1,      /**< uncompressed ring, fp32 or fp16/bf16 on the wire, reduced in fp32 */
+  qcclAlgoSra = 2,       /**< compressed scatter-reduce + allgather, two-stage error feedback */
+  qcclAlgoAllgather = 3, /**< every rank encodes once, every rank decodes all and sums */
+  qcclAlgoHier = 4       /**< by host: fp32 reduce-scatter inside each host, compressed sra among the
+                              ranks that own the same lane on every host, fp32 allgather inside each
+                              host (host grouping: QCCL_HOST_ID, else the MPI library / host keys) */
 } qcclAlgo_t;
 
 typedef enum {
@@ -107,7 +110,7 @@ typedef enum {
  *    QCCL_PIPELINE     pipelineDepth    chunks in flight per peer (default 2)
  *    QCCL_TIMEOUT      timeoutSec       seconds any wait may take (default 300)
  *    QCCL_WARMUP       warmupCalls      first N calls per tensor uncompressed (default 0)
- *    QCCL_ALGO         algo             auto|ring|sra|allgather (default auto)
+ *    QCCL_ALGO         algo             auto|ring|sra|allgather|hier (default auto)
  *    QCCL_ERROR_FEEDBACK errorFeedback  0|1 (default 1)
  *    QCCL_MAX_RESIDUAL_BYTES maxResidualBytes  cap on per-tensor state, 0 = none (default 0)
  *  Read elsewhere, also only in src/core/config.cc:

@@ -21,6 +21,7 @@
 #include "core/executor.hpp"
 #include "core/memory_space.hpp"
 #include "core/plan.hpp"
+#include "core/plan_hier.hpp"
 #include "core/select.hpp"
 #include "core/tensor_state.hpp"
 #include "qccl/error.hpp"
@@ -79,6 +80,7 @@ struct Communicator::Impl {
   // has a fixed set of bucket sizes, anything else just rebuilds.
   std::map<std::tuple<int, size_t, size_t>, Plan> plans;
   static constexpr size_t kMaxCachedPlans = 256;
+  std::map<std::pair<size_t, size_t>, HierPlan> hierPlans;  // by (count, alignment), same bound
   // The cross-rank check's words. Heap memory that an abandoned check may still write into is
   // leaked on purpose rather than freed under MPI (see agree()).
   static constexpr int kCheckWords = 6;
@@ -166,6 +168,15 @@ struct Communicator::Impl {
     return plans.emplace(key, std::move(p)).first->second;
   }
 
+  const HierPlan& hierPlan(size_t count, size_t align) {
+    auto key = std::make_pair(count, align);
+    auto it = hierPlans.find(key);
+    if (it != hierPlans.end()) return it->second;
+    if (hierPlans.size() >= kMaxCachedPlans) hierPlans.clear();
+    HierPlan p = planHier(transport->rank(), transport->hostOfRanks(), count, align);
+    return hierPlans.emplace(key, std::move(p)).first->second;
+  }
+
   ExecParams params(const CodecConfig& cfg, uint32_t seq, ChunkOps* ops) const {
     ExecParams p;
     p.codec = cfg;
@@ -250,6 +261,7 @@ struct Communicator::Impl {
   void runNative(const float* in, float* out, size_t count);
   void runPlan(const Plan& plan, const float* src, float* dst, const Selection& s, TensorState* st, uint32_t seq,
                MemorySpace& space);
+  void runHier(size_t count, float* work, const Selection& s, TensorState* st, uint32_t seq, MemorySpace& space);
   void allreduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, const TensorOpts& t,
                  void* stream);
   Selection decideOther(const TensorOpts& t, size_t count, size_t total, MemorySpace& space, TensorState** state,
@@ -357,6 +369,27 @@ void Communicator::Impl::runPlan(const Plan& plan, const float* src, float* dst,
   if (st != nullptr) tensors.finish(*st);
 }
 
+// The three plans of plan_hier.hpp in place on `work`, one after the other: the intra-host ones in
+// fp32 without residuals, the inter-host one with the call's codec and the tensor's residuals. They
+// reuse tags, which is safe: a run drains every receive it posted before the next run starts, and
+// messages of one (peer, tag) are matched in order.
+void Communicator::Impl::runHier(size_t count, float* work, const Selection& s, TensorState* st, uint32_t seq,
+                                 MemorySpace& space) {
+  const HierPlan& hp = hierPlan(count, s.codec.bucket ? s.codec.bucket : 32);
+  const ExecParams intra = params(resolveConfig(CodecConfig{}), seq, space.ops());
+  ExecParams inter = params(s.codec, seq, space.ops());
+  if (s.errorFeedback) {
+    inter.ownerResidual = tensors.owner(*st, hp.inter.ownerRange.size(), space);
+    inter.workerResidual = tensors.worker(*st, space);
+  }
+  guarded([&] {
+    exec.run(hp.intraScatter, work, work, intra);
+    exec.run(hp.inter, work, work, inter);
+    exec.run(hp.intraGather, work, work, intra);
+  });
+  if (st != nullptr) tensors.finish(*st);
+}
+
 void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
                                    const TensorOpts& t, void* stream) {
   MemorySpace& space = spaceFor(send, recv, count, "allreduce");
@@ -380,7 +413,11 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
   } else {
     if (dtype == DataType::kFloat32) space.copy(work, send, count * sizeof(float));
     size_t align = s.algo == Algo::kSra && s.codec.bucket ? s.codec.bucket : 32;
-    runPlan(plan(static_cast<int>(s.algo), count, align), work, work, s, st, seq, space);
+    if (s.algo == Algo::kHier) {
+      runHier(count, work, s, st, seq, space);
+    } else {
+      runPlan(plan(static_cast<int>(s.algo), count, align), work, work, s, st, seq, space);
+    }
   }
   if (op == RedOp::kAvg) space.scale(work, count, 1.0f / static_cast<float>(transport->size()));
   if (dtype != DataType::kFloat32) space.fromFloat(work, dtype, recv, count);

@@ -123,7 +123,8 @@ Algo parseAlgoName(const std::string& name) {
   if (name == "ring") return Algo::kRing;
   if (name == "sra") return Algo::kSra;
   if (name == "allgather") return Algo::kAllgather;
-  QCCL_THROW(ErrorCode::kInvalidArgument, "unknown algorithm '" + name + "' (expected auto|ring|sra|allgather)");
+  if (name == "hier") return Algo::kHier;
+  QCCL_THROW(ErrorCode::kInvalidArgument, "unknown algorithm '" + name + "' (expected auto|ring|sra|allgather|hier)");
 }
 
 void validate(const Options& o) {
@@ -170,6 +171,8 @@ const char* algoName(Algo a) noexcept {
       return "sra";
     case Algo::kAllgather:
       return "allgather";
+    case Algo::kHier:
+      return "hier";
     case Algo::kCount:
       break;
   }

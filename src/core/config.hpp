@@ -13,7 +13,7 @@ namespace qccl {
 /// Throws Error(kInvalidArgument) naming the variable on a malformed or out-of-range value.
 Options optionsFromEnv(Options base = {});
 
-/// Parses "auto", "ring", "sra", "allgather". Throws Error(kInvalidArgument).
+/// Parses "auto", "ring", "sra", "allgather", "hier". Throws Error(kInvalidArgument).
 Algo parseAlgoName(const std::string& name);
 const char* algoName(Algo a) noexcept;
 

@@ -10,6 +10,8 @@
 //     reducescatter       qcclReduceScatter: exact sums (fp32 and fp16 buffers, in place), lossy codecs
 //                         bit for bit against the scatter stage computed here with the codec
 //     mismatch-reducescatter  rank 0 passes another recvcount: qcclMismatch / qcclRemoteError everywhere
+//     hier                qcclAlgoHier with QCCL_HOST_ID = rank / 2 (hosts of two ranks): exact fp32,
+//                         lossy codecs bit-identical across ranks
 //     mismatch-threshold  auto with counts on both sides of QCCL_MIN_COMPRESS: qcclMismatch on every
 //                         rank from the cross-rank check, never a wait for the timeout
 //     restart             a communicator fails, is destroyed, and a new one works (elastic restart)
@@ -240,6 +242,24 @@ void checkLossyReduceScatter(qcclComm_t comm, int codec, size_t count) {
   }
 }
 
+void caseHier(qcclComm_t comm) {
+  for (size_t count : {size_t{1}, size_t{1000}, size_t{(1 << 20) + 3}}) checkExactAllreduce(comm, count, qcclAlgoHier);
+  for (int codec : {qcclCodecOneBit, qcclCodecMaxMin}) {
+    const size_t count = 300007;
+    std::vector<float> send(count), recv(count);
+    for (size_t i = 0; i < count; ++i) send[i] = smoothInput(gRank, i);
+    qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
+    t.id = 300 + codec;
+    t.codec = codec;
+    t.algo = qcclAlgoHier;
+    for (int step = 0; step < 3; ++step) {
+      qcclResult_t r = qcclAllreduce(send.data(), recv.data(), count, qcclFloat32, qcclSum, &t, comm, nullptr);
+      EXPECT(r == qcclSuccess, "hier codec %d: %s", codec, qcclGetLastError(comm));
+      EXPECT(sameOnAllRanks(recv.data(), count * sizeof(float)), "hier codec %d step %d: results differ", codec, step);
+    }
+  }
+}
+
 void caseReduceScatter(qcclComm_t comm) {
   for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{(1 << 18) + 3}}) checkExactReduceScatter(comm, count);
   checkHalfReduceScatter(comm, 4099);
@@ -370,6 +390,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--case") == 0) which = argv[i + 1];
   }
   const bool mismatch = which.rfind("mismatch", 0) == 0;
+  if (which == "hier") setenv("QCCL_HOST_ID", std::to_string(gRank / 2).c_str(), 1);
   if (which == "restart") {
     caseRestart(transport);
   } else {
@@ -378,6 +399,8 @@ int main(int argc, char** argv) {
     if (comm != nullptr) {
       if (which == "basic") {
         caseBasic(comm);
+      } else if (which == "hier") {
+        caseHier(comm);
       } else if (which == "reducescatter") {
         caseReduceScatter(comm);
       } else if (which == "mismatch-reducescatter") {

@@ -42,7 +42,7 @@ INVALID_ARGUMENT = 4
 _qccl._set_error_class(Error)
 
 CODECS = {"none": 0, "fp32": 0, "fp16": 1, "bf16": 2, "onebit": 3, "signscale": 4, "maxmin": 5, "dyn8": 6}
-ALGOS = {"auto": 0, "ring": 1, "sra": 2, "allgather": 3}
+ALGOS = {"auto": 0, "ring": 1, "sra": 2, "allgather": 3, "hier": 4}
 OPS = {"sum": 0, "avg": 1}
 _CONFIG_FIELDS = (
     "codec",
