@@ -118,14 +118,41 @@ void glooBaselines(bool allgather, const float* send, float* recv, size_t count,
 }
 #endif
 
+// Reduce-scatter: the MPI library's blocking and non-blocking calls, and qccl's fp32 path.
+void reduceScatterBaselines(const float* send, float* recv, size_t count, qcclComm_t comm, uint64_t tensorId,
+                            BaselineSet set, const std::function<double(const std::function<void()>&)>& timer,
+                            std::vector<Baseline>* out) {
+  const int c = static_cast<int>(count);
+  out->push_back({"mpi_reduce_scatter_block",
+                  timer([&] { MPI_Reduce_scatter_block(send, recv, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); })});
+  if (set == BaselineSet::kMpiOnly) return;
+  out->push_back({"mpi_ireduce_scatter_block", timer([&] {
+                    MPI_Request r;
+                    MPI_Ireduce_scatter_block(send, recv, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r);
+                    MPI_Wait(&r, MPI_STATUS_IGNORE);
+                  })});
+  qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
+  t.id = tensorId;
+  t.codec = qcclCodecNone;
+  out->push_back({"qccl_reduce_scatter", timer([&] {
+                    check(qcclReduceScatter(send, recv, count, qcclFloat32, qcclSum, &t, comm, nullptr), comm,
+                          "qcclReduceScatter");
+                  })});
+}
+
 }  // namespace
 
 bool haveGloo() { return QCCL_BENCH_GLOO != 0; }
 
-std::vector<Baseline> timeBaselines(bool allgather, const float* send, float* recv, size_t count, qcclComm_t comm,
+std::vector<Baseline> timeBaselines(Collective coll, const float* send, float* recv, size_t count, qcclComm_t comm,
                                     uint64_t tensorId, BaselineSet set,
                                     const std::function<double(const std::function<void()>&)>& timer) {
   std::vector<Baseline> out;
+  if (coll == Collective::kReduceScatter) {
+    reduceScatterBaselines(send, recv, count, comm, tensorId, set, timer, &out);
+    return out;
+  }
+  const bool allgather = coll == Collective::kAllgather;
   const int c = static_cast<int>(count);
   if (allgather) {
     out.push_back(

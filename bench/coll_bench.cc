@@ -1,4 +1,4 @@
-// qccl-bench allreduce / allgather: collective timings in nccl-tests conventions, with the MPI
+// qccl-bench allreduce / allgather / reducescatter: collective timings in nccl-tests conventions, with the MPI
 // library's own MPI_Allreduce/MPI_Allgather and qccl's fp16 ring timed in the same run on the same
 // buffers. Ranks are always started by mpirun; --transport picks what qccl runs over.
 #define OMPI_SKIP_MPICXX 1  // only MPI's C bindings (the C++ ones warn under -Wextra)
@@ -29,7 +29,7 @@
 namespace {
 
 const char kHelp[] =
-    "usage: qccl-bench allreduce|allgather [options]   (start ranks with mpirun)\n"
+    "usage: qccl-bench allreduce|allgather|reducescatter [options]   (start ranks with mpirun)\n"
     "  -b, --minbytes N   first size in bytes of fp32 data, K/M/G suffixes (default 1M)\n"
     "  -e, --maxbytes N   last size (default 64M)\n"
     "  -f, --stepfactor F multiply the size by F each step (default 2)\n"
@@ -44,22 +44,29 @@ const char kHelp[] =
     "  --baselines B      all|mpi: the uncompressed peers timed in every row (default all)\n"
     "  --json | --csv     one JSON object per size / CSV with a header; else a table\n"
     "Sizes: for allreduce the size is the tensor (count = size/4); for allgather it is the gathered\n"
-    "result, as in nccl-tests (each rank sends size/4/nranks elements).\n"
+    "result, as in nccl-tests (each rank sends size/4/nranks elements); for reducescatter it is the\n"
+    "send buffer (each rank receives count = size/4/nranks elements).\n"
     "Time is the median over iterations of the slowest rank's time. algbw = size/time;\n"
-    "busbw = algbw * 2(n-1)/n (allreduce) or (n-1)/n (allgather). wire_bytes = bytes this rank sent\n"
+    "busbw = algbw * 2(n-1)/n (allreduce) or (n-1)/n (allgather, reducescatter). wire_bytes = bytes this rank sent\n"
     "per call (max over ranks, headers included); ratio = the fp32 ring's per-rank bytes / wire_bytes\n"
     "(0 when qccl sent nothing itself: auto handed an uncompressed sum to MPI_Iallreduce).\n"
     "Baselines, timed in the same run on the same buffers (--baselines all): MPI_Allreduce,\n"
     "MPI_Iallreduce+MPI_Wait, qccl's fp32 ring, and gloo (torch's gloo allreduce, ring-chunked and,\n"
     "for power-of-two ranks, halving-doubling; over TCP, GLOO_SOCKET_IFNAME or 127.0.0.1). For\n"
-    "allgather: MPI_Allgather, qccl's fp32 allgather, gloo's allgather. best_uncompressed is the\n"
+    "allgather: MPI_Allgather, qccl's fp32 allgather, gloo's allgather. For reducescatter:\n"
+    "MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block+MPI_Wait, qccl's fp32 reduce-scatter (no\n"
+    "gloo: torch's gloo backend has no reduce_scatter). best_uncompressed is the\n"
     "fastest of them and speedup_vs_best (x_best) = its time / qccl's time: the figure to quote.\n"
     "mpi_time_s / fp16_time_s: MPI_Allreduce (or MPI_Allgather) and qccl's fp16 ring, as before.\n"
+    "For reducescatter the same keys hold its peers: mpi_time_s MPI_Reduce_scatter_block,\n"
+    "mpi_iallreduce_time_s MPI_Ireduce_scatter_block, qccl_ring_time_s qccl's fp32 reduce-scatter,\n"
+    "fp16_time_s qccl's fp16 reduce-scatter.\n"
     "CPU per call (mean over ranks, from qccl's counters): encode, decode, wait (transport progress,\n"
     "polling) and idle (the part of wait spent yielding or sleeping); cpu_s = process user+system.\n"
     "-c 1: a fresh tensor (no residual yet) is reduced once more and checked; wrong is reported only\n"
     "  for checked rows (null / '-' otherwise). An element is wrong when\n"
-    "  (a) its bits differ from rank 0's result on any rank, or it is NaN/Inf; or\n"
+    "  (a) its bits differ from rank 0's result on any rank (not for reducescatter, whose ranks hold\n"
+    "      different shards), or it is NaN/Inf; or\n"
     "  (b) codec none: it differs from the exact sum (inputs are multiples of 2^-10 below 8 in\n"
     "      magnitude, so every fp32 partial sum is exact in any order); or\n"
     "  (c) lossy codecs, on rank 0: it differs from a replay of the same collective with the same\n"
@@ -68,8 +75,10 @@ const char kHelp[] =
     "      with A = 4 (largest |input|) and f the codec's error per encode relative to the bucket's\n"
     "      largest |value| (fp16 2^-11, bf16 2^-8, maxmin 2/(2^bits-1), onebit/signscale/dyn8 1),\n"
     "      sra: f n A (2+f); allgather algo: f n A; ring (casts): n f n A (1+f)^n; allgather\n"
-    "      collective: f A. The bound catches scale, placement and NaN errors; the replay catches\n"
-    "      any deviation from the plan.\n"
+    "      collective: f A; reducescatter: f n A. The bound catches scale, placement and NaN errors; the replay "
+    "catches\n"
+    "      any deviation from the plan. hier is not replayed (its result depends on the hosts).\n"
+    "  Reducescatter checks (b) on every rank, (c) on rank 0's shard.\n"
     "  rel_err = ||result - exact||_2 / ||exact||_2 against the exact sum (gathered inputs).\n"
     "  The exit status is 1 when any element was wrong.\n"
     "Codec throughput: rank 0 encodes and decodeAdds 16 MiB of fp32 on one thread while the other\n"
@@ -83,7 +92,7 @@ const char kHelp[] =
     "largest process max RSS.\n";
 
 struct Args {
-  bool allgather = false;
+  bool allgather = false, reduceScatter = false;
   size_t minBytes = 1 << 20, maxBytes = 64 << 20;
   double factor = 2.0;
   int iters = 20, warmup = 5, check = 0;
@@ -193,14 +202,14 @@ bool parseArgs(int argc, char** argv, Args* a) {
 }
 
 int algoFromName(const std::string& s) {
-  const char* names[] = {"auto", "ring", "sra", "allgather"};
-  for (int i = 0; i < 4; ++i)
+  const char* names[] = {"auto", "ring", "sra", "allgather", "hier"};
+  for (int i = 0; i < 5; ++i)
     if (s == names[i]) return i;
   fatal("unknown --algo " + s);
 }
 const char* algoName(int a) {
-  static const char* names[] = {"auto", "ring", "sra", "allgather"};
-  return a >= 0 && a < 4 ? names[a] : "?";
+  static const char* names[] = {"auto", "ring", "sra", "allgather", "hier"};
+  return a >= 0 && a < 5 ? names[a] : "?";
 }
 
 // Inputs: gaussian-like, multiples of 2^-10 below 8 in magnitude (exact partial sums in fp32).
@@ -241,21 +250,32 @@ struct Bench {
   void run(const float* send, float* recv, size_t count, const qcclTensorOpts_t& t, qcclComm_t c) const {
     if (a.allgather)
       qc(qcclAllgather(send, recv, count, qcclFloat32, &t, c, nullptr), c, "qcclAllgather");
+    else if (a.reduceScatter)
+      qc(qcclReduceScatter(send, recv, count, qcclFloat32, qcclSum, &t, c, nullptr), c, "qcclReduceScatter");
     else
       qc(qcclAllreduce(send, recv, count, qcclFloat32, qcclSum, &t, c, nullptr), c, "qcclAllreduce");
   }
+  // `count` is what run() takes: allgather's send count, reduce-scatter's receive count.
   size_t recvCount(size_t count) const { return a.allgather ? count * gSize : count; }
+  size_t sendCount(size_t count) const { return a.reduceScatter ? count * gSize : count; }
+  bench::Collective collective() const {
+    return a.allgather ? bench::Collective::kAllgather
+                       : (a.reduceScatter ? bench::Collective::kReduceScatter : bench::Collective::kAllreduce);
+  }
+  const char* name() const { return a.allgather ? "allgather" : (a.reduceScatter ? "reducescatter" : "allreduce"); }
   // Bytes each rank sends in the fp32 ring (the uncompressed baseline's wire traffic).
   double fp32WireBytes(size_t count) const {
+    if (a.reduceScatter) return 4.0 * count * (gSize - 1);  // n - 1 shards of count elements
     return a.allgather ? 4.0 * count * (gSize - 1) : 4.0 * count * 2.0 * (gSize - 1) / gSize;
   }
 };
 
-// Element i of rank r's result that a correct exact collective gives.
-double exactResult(const Bench& b, size_t count, size_t i) {
+// Element i of rank `me`'s result that a correct exact collective gives.
+double exactResult(const Bench& b, size_t count, size_t i, int me) {
   if (b.a.allgather) return input(static_cast<int>(i / count), i % count);
+  const size_t at = b.a.reduceScatter ? static_cast<size_t>(me) * count + i : i;
   double s = 0;
-  for (int r = 0; r < gSize; ++r) s += input(r, i);
+  for (int r = 0; r < gSize; ++r) s += input(r, at);
   return s;
 }
 
@@ -267,8 +287,8 @@ std::vector<float> replay(const Bench& b, size_t count, const qcclTensorOpts_t& 
   std::vector<std::thread> threads;
   for (int r = 0; r < gSize; ++r) {
     threads.emplace_back([&, r] {
-      std::vector<float> send(count), recv(b.recvCount(count));
-      for (size_t i = 0; i < count; ++i) send[i] = input(r, i);
+      std::vector<float> send(b.sendCount(count)), recv(b.recvCount(count));
+      for (size_t i = 0; i < send.size(); ++i) send[i] = input(r, i);
       b.run(send.data(), recv.data(), count, t, comms[r]);
       if (r == 0) out.swap(recv);
     });
@@ -291,6 +311,7 @@ double errorBound(const Bench& b) {
   if (codec == qcclCodecMaxMin) f = 2.0 / ((1 << b.wireBits) - 1);  // step (max-min)/(2^k-1), max-min <= 2M
   double n = gSize, a = kMaxInput;
   if (b.a.allgather) return f * a + 1e-6;
+  if (b.a.reduceScatter) return f * n * a + 1e-6;  // n worker encodes, no owner stage
   bool cast = codec == qcclCodecFp16 || codec == qcclCodecBf16;
   int algo = b.opts.algo;
   if (algo == qcclAlgoAuto) algo = cast ? qcclAlgoRing : (gSize >= 3 ? qcclAlgoSra : qcclAlgoAllgather);
@@ -309,20 +330,25 @@ void checkSize(const Bench& b, const float* send, size_t count, uint64_t id, Row
   std::memcpy(ref.data(), recv.data(), rc * sizeof(float));
   MPI_Bcast(ref.data(), static_cast<int>(rc), MPI_FLOAT, 0, MPI_COMM_WORLD);
   uint64_t wrong = 0;
+  const bool rs = b.a.reduceScatter;  // ranks hold different shards: no cross-rank comparison
   for (size_t i = 0; i < rc; ++i)
-    wrong += std::memcmp(&recv[i], &ref[i], sizeof(float)) != 0 || !std::isfinite(recv[i]);
+    wrong += (!rs && std::memcmp(&recv[i], &ref[i], sizeof(float)) != 0) || !std::isfinite(recv[i]);
   double err2 = 0, ref2 = 0;
-  if (gRank == 0) {
-    bool lossless = t.codec == qcclCodecNone;
+  const bool lossless = t.codec == qcclCodecNone;
+  if (gRank == 0 || (rs && lossless)) {
     std::vector<float> rep;
-    if (!lossless) rep = replay(b, count, t);
+    // hier's result depends on the host grouping, which a loopback replay in one process cannot
+    // reproduce: it is checked across ranks and against the bound only.
+    const bool replayable = !lossless && t.algo != qcclAlgoHier;
+    if (replayable) rep = replay(b, count, t);
     const double bound = errorBound(b);
     for (size_t i = 0; i < rc; ++i) {
-      double ex = exactResult(b, count, i);
+      double ex = exactResult(b, count, i, gRank);
       err2 += (recv[i] - ex) * (recv[i] - ex);
       ref2 += ex * ex;
-      if (lossless ? recv[i] != static_cast<float>(ex)
-                   : std::memcmp(&recv[i], &rep[i], sizeof(float)) != 0 || std::fabs(recv[i] - ex) > bound)
+      if (lossless
+              ? recv[i] != static_cast<float>(ex)
+              : (replayable && std::memcmp(&recv[i], &rep[i], sizeof(float)) != 0) || std::fabs(recv[i] - ex) > bound)
         ++wrong;
     }
   }
@@ -415,11 +441,11 @@ double processCpuSeconds() {
 Row benchSize(Bench& b, size_t size, uint64_t idx) {
   Row row;
   row.size = size;
-  size_t count = b.a.allgather ? size / 4 / gSize : size / 4;
+  size_t count = b.a.allgather || b.a.reduceScatter ? size / 4 / gSize : size / 4;
   row.count = count;
   size_t rc = b.recvCount(count);
-  std::vector<float> send(count), recv(rc);
-  for (size_t i = 0; i < count; ++i) send[i] = input(gRank, i);
+  std::vector<float> send(b.sendCount(count)), recv(rc);
+  for (size_t i = 0; i < send.size(); ++i) send[i] = input(gRank, i);
   qcclTensorOpts_t t = b.opts;
   t.id = 1000 + idx;
   qcclStats_t s0, s1;
@@ -442,14 +468,16 @@ Row benchSize(Bench& b, size_t size, uint64_t idx) {
   qc(qcclTensorRelease(b.comm, t.id), b.comm, "qcclTensorRelease");
 
   const bench::BaselineSet set = b.a.baselines == "mpi" ? bench::BaselineSet::kMpiOnly : bench::BaselineSet::kAll;
-  row.baselines = bench::timeBaselines(b.a.allgather, send.data(), recv.data(), count, b.comm, 4000 + idx, set,
+  row.baselines = bench::timeBaselines(b.collective(), send.data(), recv.data(), count, b.comm, 4000 + idx, set,
                                        [&](const std::function<void()>& op) { return timeIt(b.a, op); });
   row.best = bench::best(row.baselines);
-  row.mpiTimeS = bench::timeOf(row.baselines, b.a.allgather ? "mpi_allgather" : "mpi_allreduce");
+  row.mpiTimeS = bench::timeOf(row.baselines, b.a.allgather       ? "mpi_allgather"
+                                              : b.a.reduceScatter ? "mpi_reduce_scatter_block"
+                                                                  : "mpi_allreduce");
   qcclTensorOpts_t f16 = QCCL_TENSOR_OPTS_INIT;
   f16.id = 2000 + idx;
   f16.codec = qcclCodecFp16;
-  f16.algo = b.a.allgather ? -1 : qcclAlgoRing;
+  f16.algo = b.a.allgather ? -1 : (b.a.reduceScatter ? qcclAlgoSra : qcclAlgoRing);
   row.fp16TimeS = timeIt(b.a, [&] { b.run(send.data(), recv.data(), count, f16, b.comm); });
   qc(qcclTensorRelease(b.comm, f16.id), b.comm, "qcclTensorRelease");
 
@@ -475,7 +503,7 @@ bench::LinkFit applyModel(const Bench& b, std::vector<Row>* rows) {
     }
   }
   bench::LinkFit fit = bench::fitRing(w, t, gSize);
-  if (!fit.ok || b.a.allgather || b.opts.codec == qcclCodecNone) return fit;
+  if (!fit.ok || b.a.allgather || b.a.reduceScatter || b.opts.codec == qcclCodecNone) return fit;
   MPI_Comm node;
   int onNode = 1;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
@@ -506,9 +534,8 @@ void printHeader(const Bench& b) {
         "encode_s,decode_s,wait_s,idle_s,cpu_s\n");
   } else if (!a.json) {
     std::printf("# qccl-bench %s: %d ranks, transport %s, codec %s, bits %d, algo %s, check %d, baselines %s%s\n",
-                a.allgather ? "allgather" : "allreduce", gSize, a.transport.c_str(), codecLabel(b.opts.codec),
-                b.wireBits, algoName(b.opts.algo), a.check, a.baselines.c_str(),
-                bench::haveGloo() ? " (gloo in)" : " (no gloo in this build)");
+                b.name(), gSize, a.transport.c_str(), codecLabel(b.opts.codec), b.wireBits, algoName(b.opts.algo),
+                a.check, a.baselines.c_str(), bench::haveGloo() ? " (gloo in)" : " (no gloo in this build)");
     if (b.opts.codec != qcclCodecNone)
       std::printf(
           "# codec throughput (rank 0, one thread, other ranks asleep): encode %.2f GB/s, decodeAdd %.2f GB/s\n",
@@ -537,15 +564,17 @@ std::string wrongText(const Row& r, const char* none) {
 
 void printRow(const Bench& b, const Row& r) {
   double algbw = r.size / r.timeS / 1e9;
-  double factor = b.a.allgather ? (gSize - 1.0) / gSize : 2.0 * (gSize - 1.0) / gSize;
+  double factor = b.a.allgather || b.a.reduceScatter ? (gSize - 1.0) / gSize : 2.0 * (gSize - 1.0) / gSize;
   double busbw = algbw * factor, xm = r.mpiTimeS / r.timeS, xf = r.fp16TimeS / r.timeS;
   double xb = r.best.timeS > 0 ? r.best.timeS / r.timeS : 0;
   const char* codec = codecLabel(b.opts.codec);
-  const char* algo = b.a.allgather ? "allgather" : algoName(b.opts.algo);
+  const char* algo = b.a.allgather ? "allgather" : (b.a.reduceScatter ? "scatter" : algoName(b.opts.algo));
   std::string glooName = "none";
   const double gloo = glooTime(r, &glooName);
-  const double iall = bench::timeOf(r.baselines, "mpi_iallreduce");
-  const double ring = bench::timeOf(r.baselines, b.a.allgather ? "qccl_allgather" : "qccl_ring");
+  const double iall = bench::timeOf(r.baselines, b.a.reduceScatter ? "mpi_ireduce_scatter_block" : "mpi_iallreduce");
+  const double ring = bench::timeOf(r.baselines, b.a.allgather       ? "qccl_allgather"
+                                                 : b.a.reduceScatter ? "qccl_reduce_scatter"
+                                                                     : "qccl_ring");
   if (b.a.json) {
     std::string base;
     for (const bench::Baseline& x : r.baselines)
@@ -559,11 +588,11 @@ void printRow(const Bench& b, const Row& r) {
         "\"qccl_ring_time_s\":%.9g,\"gloo_time_s\":%.9g,\"gloo_algo\":\"%s\",\"fp16_time_s\":%.9g,"
         "\"speedup_vs_mpi\":%.6g,\"speedup_vs_fp16\":%.6g,\"encode_gbps\":%.6g,\"decode_gbps\":%.6g,"
         "\"cpu\":{\"encode_s\":%.6g,\"decode_s\":%.6g,\"wait_s\":%.6g,\"idle_s\":%.6g,\"process_s\":%.6g}}\n",
-        b.a.allgather ? "allgather" : "allreduce", r.size, r.count, codec, b.wireBits, algo, b.a.transport.c_str(),
-        gSize, r.timeS, algbw, busbw, r.wireBytes, r.ratio, r.relErr, wrongText(r, "null").c_str(),
-        r.checked ? "true" : "false", (unsigned long long)r.peakMem, (unsigned long long)r.maxRss, r.best.name.c_str(),
-        r.best.timeS, xb, base.c_str(), r.mpiTimeS, iall, ring, gloo, glooName.c_str(), r.fp16TimeS, xm, xf, b.encGBps,
-        b.decGBps, r.encS, r.decS, r.waitS, r.idleS, r.cpuS);
+        b.name(), r.size, r.count, codec, b.wireBits, algo, b.a.transport.c_str(), gSize, r.timeS, algbw, busbw,
+        r.wireBytes, r.ratio, r.relErr, wrongText(r, "null").c_str(), r.checked ? "true" : "false",
+        (unsigned long long)r.peakMem, (unsigned long long)r.maxRss, r.best.name.c_str(), r.best.timeS, xb,
+        base.c_str(), r.mpiTimeS, iall, ring, gloo, glooName.c_str(), r.fp16TimeS, xm, xf, b.encGBps, b.decGBps, r.encS,
+        r.decS, r.waitS, r.idleS, r.cpuS);
   } else if (b.a.csv) {
     std::printf(
         "%zu,%zu,%s,%d,%s,%s,%d,%.9g,%.6g,%.6g,%.0f,%.6g,%.6g,%s,%llu,%llu,%s,%.9g,%.6g,%.9g,%.9g,%.9g,%.9g,%.9g,%.6g,"
@@ -594,10 +623,10 @@ void printModel(const Bench& b, const bench::LinkFit& fit, const std::vector<Row
   } else if (!b.a.csv) {
     std::printf("# model: alpha %.1f us per round, link %.3f Gbit/s per rank (fit of the fp32 ring rows)\n",
                 fit.alpha * 1e6, fit.gbit());
-    if (b.opts.codec != qcclCodecNone && !b.a.allgather)
+    if (b.opts.codec != qcclCodecNone && !b.a.allgather && !b.a.reduceScatter)
       std::printf("#%11s %12s %12s %8s %12s\n", "size", "measured_us", "predicted_us", "pred/meas", "breakeven_Gb");
   }
-  if (b.opts.codec == qcclCodecNone || b.a.allgather) return;
+  if (b.opts.codec == qcclCodecNone || b.a.allgather || b.a.reduceScatter) return;
   for (const Row& r : rows) {
     if (r.predictedS < 0) continue;
     if (b.a.json) {
@@ -660,6 +689,7 @@ int runCollBench(const char* which, int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &gSize);
   Bench b;
   b.a.allgather = std::strcmp(which, "allgather") == 0;
+  b.a.reduceScatter = std::strcmp(which, "reducescatter") == 0;
   if (!parseArgs(argc, argv, &b.a)) {
     MPI_Finalize();
     return 0;

@@ -1,4 +1,5 @@
-// qccl-bench: microbenchmarks in nccl-tests conventions. Subcommands: codec, allreduce, allgather.
+// qccl-bench: microbenchmarks in nccl-tests conventions. Subcommands: codec, allreduce, allgather, reducescatter,
+// soak, faults.
 #include <cstdio>
 #include <cstring>
 
@@ -13,6 +14,7 @@ static int usage(const char* prog) {
                "  codec      encode/decode throughput of every codec against memcpy\n"
                "  allreduce  compressed allreduce against MPI_Allreduce and the fp16 ring\n"
                "  allgather  compressed allgather\n"
+               "  reducescatter  compressed reduce-scatter against MPI_Reduce_scatter_block\n"
                "  soak       many checked calls of random sizes, codecs and tensor ids; memory over time\n"
                "  faults     kill a random rank mid-collective (UCX): how fast every survivor errors\n"
                "Run '%s <subcommand> --help' for its options.\n",
@@ -27,7 +29,8 @@ int main(int argc, char** argv) {
   if (std::strcmp(sub, "codec") == 0) return runCodecBench(argc - 1, argv + 1);
 #endif
 #ifdef QCCL_BENCH_COLL
-  if (std::strcmp(sub, "allreduce") == 0 || std::strcmp(sub, "allgather") == 0)
+  if (std::strcmp(sub, "allreduce") == 0 || std::strcmp(sub, "allgather") == 0 ||
+      std::strcmp(sub, "reducescatter") == 0)
     return runCollBench(sub, argc - 1, argv + 1);
   if (std::strcmp(sub, "soak") == 0) return runSoakBench(argc - 1, argv + 1);
 #endif

@@ -519,4 +519,27 @@ qcclResult_t qcclAllgather(const void* sendbuff, void* recvbuff, size_t sendcoun
   });
 }
 
+qcclResult_t qcclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, qcclDataType_t datatype,
+                               qcclRedOp_t op, const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream) {
+  return lockedCall(comm, "qcclReduceScatter", [&] {
+    checkCount(recvcount, "recvcount");
+    qccl::DataType dt = dtypeFromC(datatype);
+    qccl::RedOp rop = opFromC(op);
+    size_t n = static_cast<size_t>(comm->core->size());
+    if (recvcount > kMaxCount / n) invalid("recvcount * nranks overflows");
+    if (recvcount > 0 && sendbuff == nullptr) invalid("sendbuff is NULL with recvcount > 0");
+    if (recvcount > 0 && recvbuff == nullptr) invalid("recvbuff is NULL with recvcount > 0");
+    // An in-place reduce-scatter must place recvbuff at this rank's shard, as NCCL requires.
+    if (recvcount > 0) {
+      auto* s = static_cast<const char*>(sendbuff);
+      auto* r = static_cast<const char*>(recvbuff);
+      size_t bytes = recvcount * qccl::elementBytes(dt);
+      if (r < s + bytes * n && s < r + bytes && r != s + bytes * static_cast<size_t>(comm->core->rank()))
+        invalid("recvbuff overlaps sendbuff but is not sendbuff + rank * recvcount");
+    }
+    qccl::TensorOpts t = tensorOptsFromC(opts);
+    comm->core->reduceScatter(sendbuff, recvbuff, recvcount, dt, rop, t, stream);
+  });
+}
+
 }  // extern "C"

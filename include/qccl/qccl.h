@@ -80,10 +80,13 @@ typedef enum {
 } qcclCodec_t;
 
 typedef enum {
-  qcclAlgoAuto = 0,     /**< documented rule from size and codec (see README, "Choosing an algorithm") */
-  qcclAlgoRing = 1,     /**< uncompressed ring, fp32 or fp16/bf16 on the wire, reduced in fp32 */
-  qcclAlgoSra = 2,      /**< compressed scatter-reduce + allgather, two-stage error feedback */
-  qcclAlgoAllgather = 3 /**< every rank encodes once, every rank decodes all and sums */
+  qcclAlgoAuto = 0,      /**< documented rule from size and codec (see README, "Choosing an algorithm") */
+  qcclAlgoRing = 1,      /**< uncompressed ring, fp32 or fp16/bf16 on the wire, reduced in fp32 */
+  qcclAlgoSra = 2,       /**< compressed scatter-reduce + allgather, two-stage error feedback */
+  qcclAlgoAllgather = 3, /**< every rank encodes once, every rank decodes all and sums */
+  qcclAlgoHier = 4       /**< by host: fp32 reduce-scatter inside each host, compressed sra among the
+                              ranks that own the same lane on every host, fp32 allgather inside each
+                              host (host grouping: QCCL_HOST_ID, else the MPI library / host keys) */
 } qcclAlgo_t;
 
 typedef enum {
@@ -107,13 +110,15 @@ typedef enum {
  *    QCCL_PIPELINE     pipelineDepth    chunks in flight per peer (default 2)
  *    QCCL_TIMEOUT      timeoutSec       seconds any wait may take (default 300)
  *    QCCL_WARMUP       warmupCalls      first N calls per tensor uncompressed (default 0)
- *    QCCL_ALGO         algo             auto|ring|sra|allgather (default auto)
+ *    QCCL_ALGO         algo             auto|ring|sra|allgather|hier (default auto)
  *    QCCL_ERROR_FEEDBACK errorFeedback  0|1 (default 1)
  *    QCCL_MAX_RESIDUAL_BYTES maxResidualBytes  cap on per-tensor state, 0 = none (default 0)
  *  Read elsewhere, also only in src/core/config.cc:
  *    QCCL_CPU_ISA      cap on the CPU codec kernels: scalar|avx2|avx512 (default: the best present)
  *    QCCL_SOCKET_IFNAME interface whose IPv4 address goes into a unique id (default: first up,
  *                      non-loopback one)
+ *    QCCL_HOST_ID      ranks with equal values share a host for host grouping (default: the MPI
+ *                      library's shared-memory split; over UCX hostname + network namespace + boot id)
  */
 typedef struct {
   size_t structSize; /**< sizeof(qcclConfig_t), set by qcclConfigInit */
@@ -240,6 +245,18 @@ qcclResult_t qcclAllreduce(const void* sendbuff, void* recvbuff, size_t count, q
  *  decoded values (its own slot included); opts->id keys the error feedback of the sender. */
 qcclResult_t qcclAllgather(const void* sendbuff, void* recvbuff, size_t sendcount, qcclDataType_t datatype,
                            const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream);
+
+/** Reduce-scatter in NCCL's layout: recvbuff[i] = op over ranks r of rank r's
+ *  sendbuff[rank * recvcount + i]; sendbuff holds nranks * recvcount elements. In place when
+ *  recvbuff == sendbuff + rank * recvcount. recvcount must be the same on every rank (otherwise
+ *  qcclMismatch, or qcclRemoteError from the peer that found it, on every rank).
+ *  With a lossy codec each rank encodes the shards it sends with error feedback (opts->id keys
+ *  the residual of the whole send buffer) and the owner sums the decoded contributions in rank
+ *  order, as the first stage of qcclAlgoSra does; the owner does not re-encode, so there is no
+ *  second quantization and no owner residual. Under qcclAlgoAuto a send buffer below
+ *  minCompressBytes of fp32 goes uncompressed; any other algo compresses at every size. */
+qcclResult_t qcclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, qcclDataType_t datatype,
+                               qcclRedOp_t op, const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream);
 
 #ifdef __cplusplus
 }  // extern "C"

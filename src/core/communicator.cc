@@ -22,6 +22,7 @@
 #include "core/executor.hpp"
 #include "core/memory_space.hpp"
 #include "core/plan.hpp"
+#include "core/plan_hier.hpp"
 #include "core/select.hpp"
 #include "core/tensor_state.hpp"
 #include "qccl/error.hpp"
@@ -80,6 +81,7 @@ struct Communicator::Impl {
   // has a fixed set of bucket sizes, anything else just rebuilds.
   std::map<std::tuple<int, size_t, size_t>, Plan> plans;
   static constexpr size_t kMaxCachedPlans = 256;
+  std::map<std::pair<size_t, size_t>, HierPlan> hierPlans;  // by (count, alignment), same bound
   // The cross-rank check's words. Heap memory that an abandoned check may still write into is
   // leaked on purpose rather than freed under MPI (see agree()).
   static constexpr int kCheckWords = 6;
@@ -138,7 +140,8 @@ struct Communicator::Impl {
     return cfg;
   }
 
-  // kind: an Algo for allreduce, or -1 for the allgather collective.
+  // kind: an Algo for allreduce, -1 for the allgather collective, -2 for reduce-scatter (count is
+  // then the shard's).
   const Plan& plan(int kind, size_t count, size_t align) {
     auto key = std::make_tuple(kind, count, align);
     auto it = plans.find(key);
@@ -156,11 +159,23 @@ struct Communicator::Impl {
       case static_cast<int>(Algo::kAllgather):
         p = planAllgatherReduce(rank, size, count);
         break;
+      case -2:
+        p = planReduceScatter(rank, size, count);
+        break;
       default:
         p = planAllgather(rank, size, count);
         break;
     }
     return plans.emplace(key, std::move(p)).first->second;
+  }
+
+  const HierPlan& hierPlan(size_t count, size_t align) {
+    auto key = std::make_pair(count, align);
+    auto it = hierPlans.find(key);
+    if (it != hierPlans.end()) return it->second;
+    if (hierPlans.size() >= kMaxCachedPlans) hierPlans.clear();
+    HierPlan p = planHier(transport->rank(), transport->hostOfRanks(), count, align);
+    return hierPlans.emplace(key, std::move(p)).first->second;
   }
 
   ExecParams params(const CodecConfig& cfg, uint32_t seq, ChunkOps* ops) const {
@@ -247,9 +262,14 @@ struct Communicator::Impl {
   void runNative(const float* in, float* out, size_t count);
   void runPlan(const Plan& plan, const float* src, float* dst, const Selection& s, TensorState* st, uint32_t seq,
                MemorySpace& space);
+  void runHier(size_t count, float* work, const Selection& s, TensorState* st, uint32_t seq, MemorySpace& space);
   void allreduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, const TensorOpts& t,
                  void* stream);
+  Selection decideOther(const TensorOpts& t, size_t count, size_t total, MemorySpace& space, TensorState** state,
+                        const char* what);
   void allgather(const void* send, void* recv, size_t count, DataType dtype, const TensorOpts& t, void* stream);
+  void reduceScatter(const void* send, void* recv, size_t count, DataType dtype, RedOp op, const TensorOpts& t,
+                     void* stream);
 };
 
 // The path of one allreduce: selectAlgorithm() on the call's inputs, with the tensor's warm-up
@@ -370,6 +390,27 @@ void Communicator::Impl::runPlan(const Plan& plan, const float* src, float* dst,
   if (st != nullptr) tensors.finish(*st);
 }
 
+// The three plans of plan_hier.hpp in place on `work`, one after the other: the intra-host ones in
+// fp32 without residuals, the inter-host one with the call's codec and the tensor's residuals. They
+// reuse tags, which is safe: a run drains every receive it posted before the next run starts, and
+// messages of one (peer, tag) are matched in order.
+void Communicator::Impl::runHier(size_t count, float* work, const Selection& s, TensorState* st, uint32_t seq,
+                                 MemorySpace& space) {
+  const HierPlan& hp = hierPlan(count, s.codec.bucket ? s.codec.bucket : 32);
+  const ExecParams intra = params(resolveConfig(CodecConfig{}), seq, space.ops());
+  ExecParams inter = params(s.codec, seq, space.ops());
+  if (s.errorFeedback) {
+    inter.ownerResidual = tensors.owner(*st, hp.inter.ownerRange.size(), space);
+    inter.workerResidual = tensors.worker(*st, space);
+  }
+  guarded([&] {
+    exec.run(hp.intraScatter, work, work, intra);
+    exec.run(hp.inter, work, work, inter);
+    exec.run(hp.intraGather, work, work, intra);
+  });
+  if (st != nullptr) tensors.finish(*st);
+}
+
 void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
                                    const TensorOpts& t, void* stream) {
   MemorySpace& space = spaceFor(send, recv, count, "allreduce");
@@ -393,10 +434,41 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
   } else {
     if (dtype == DataType::kFloat32) space.copy(work, send, count * sizeof(float));
     size_t align = s.algo == Algo::kSra && s.codec.bucket ? s.codec.bucket : 32;
-    runPlan(plan(static_cast<int>(s.algo), count, align), work, work, s, st, seq, space);
+    if (s.algo == Algo::kHier) {
+      runHier(count, work, s, st, seq, space);
+    } else {
+      runPlan(plan(static_cast<int>(s.algo), count, align), work, work, s, st, seq, space);
+    }
   }
   if (op == RedOp::kAvg) space.scale(work, count, 1.0f / static_cast<float>(transport->size()));
   if (dtype != DataType::kFloat32) space.fromFloat(work, dtype, recv, count);
+}
+
+// The selection of allgather and reduce-scatter: one schedule, the tensor's codec (fp32 during
+// warm-up; under `auto` also below minCompressBytes when `total` elements of fp32 are fewer), error
+// feedback for any codec but fp32, which needs a tensor id.
+Selection Communicator::Impl::decideOther(const TensorOpts& t, size_t count, size_t total, MemorySpace& space,
+                                          TensorState** state, const char* what) {
+  Selection s;
+  s.codec = resolveConfig(codecFor(t));
+  const Algo requested = t.algo ? *t.algo : opts.algo;
+  QCCL_CHECK(isValid(requested), ErrorCode::kInvalidArgument, std::string(what) + ": unknown algorithm");
+  if (total != 0 && requested == Algo::kAuto && total * sizeof(float) < opts.minCompressBytes)
+    s.codec = resolveConfig(CodecConfig{});
+  s.errorFeedback = opts.errorFeedback && s.codec.codec != CodecId::kFp32;
+  *state = nullptr;
+  if (t.id != 0 && (s.errorFeedback || (opts.warmupCalls > 0 && s.codec.codec != CodecId::kFp32))) {
+    *state = &tensors.acquire(t.id, count, space);
+    if ((*state)->calls < static_cast<uint64_t>(opts.warmupCalls)) {
+      s.codec = resolveConfig(CodecConfig{});
+      s.errorFeedback = false;
+    }
+  }
+  QCCL_CHECK(!s.errorFeedback || t.id != 0, ErrorCode::kInvalidUsage,
+             std::string(what) + ": codec " + codecName(s.codec.codec) +
+                 " keeps an error-feedback residual per tensor, and this call has no tensor id: set a nonzero "
+                 "tensor id, the same on every rank, or turn error feedback off");
+  return s;
 }
 
 void Communicator::Impl::allgather(const void* send, void* recv, size_t count, DataType dtype, const TensorOpts& t,
@@ -404,22 +476,9 @@ void Communicator::Impl::allgather(const void* send, void* recv, size_t count, D
   MemorySpace& space = spaceFor(send, recv, count, "allgather");
   SpaceScope scope(space, recv, stream);
   const size_t n = static_cast<size_t>(transport->size());
-  Selection s;
-  s.codec = resolveConfig(codecFor(t));
-  s.algo = Algo::kAllgather;
-  s.errorFeedback = opts.errorFeedback && s.codec.codec != CodecId::kFp32;
   TensorState* st = nullptr;
-  if (t.id != 0 && (s.errorFeedback || (opts.warmupCalls > 0 && s.codec.codec != CodecId::kFp32))) {
-    st = &tensors.acquire(t.id, count, space);
-    if (st->calls < static_cast<uint64_t>(opts.warmupCalls)) {
-      s.codec = resolveConfig(CodecConfig{});
-      s.errorFeedback = false;
-    }
-  }
-  QCCL_CHECK(!s.errorFeedback || t.id != 0, ErrorCode::kInvalidUsage,
-             std::string("allgather: codec ") + codecName(s.codec.codec) +
-                 " keeps an error-feedback residual per tensor, and this call has no tensor id: set a nonzero "
-                 "tensor id, the same on every rank, or turn error feedback off");
+  Selection s = decideOther(t, count, 0, space, &st, "allgather");
+  s.algo = Algo::kAllgather;
   const uint32_t seq = callTag(++callNumber, t.id);
   const float* in = static_cast<const float*>(send);
   float* out = static_cast<float*>(recv);
@@ -431,6 +490,34 @@ void Communicator::Impl::allgather(const void* send, void* recv, size_t count, D
   }
   runPlan(plan(-1, count, 1), in, out, s, st, seq, space);
   if (dtype != DataType::kFloat32) space.fromFloat(out, dtype, recv, count * n);
+}
+
+// One step of sra's scatter on NCCL's fixed shards. The element count goes into the call's header
+// tag, so ranks that disagree on it fail on the first message even when their chunks look alike.
+void Communicator::Impl::reduceScatter(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
+                                       const TensorOpts& t, void* stream) {
+  QCCL_CHECK(isValid(op), ErrorCode::kInvalidArgument, "reduce-scatter: unknown reduction");
+  MemorySpace& space = spaceFor(send, recv, count, "reduce-scatter");
+  SpaceScope scope(space, recv, stream);
+  const size_t n = static_cast<size_t>(transport->size());
+  TensorState* st = nullptr;
+  Selection s = decideOther(t, count * n, count * n, space, &st, "reduce-scatter");
+  s.algo = Algo::kSra;  // the worker residual only: the plan has no owner stage
+  const uint32_t seq = callTag(++callNumber, t.id ^ mix64(count + 1));
+  const float* in = static_cast<const float*>(send);
+  float* out = static_cast<float*>(recv);
+  if (dtype != DataType::kFloat32) {
+    float* tmp = space.scratch(0, count * n);
+    space.toFloat(send, dtype, tmp, count * n);
+    in = tmp;
+    out = space.scratch(1, count);
+  }
+  ExecParams p = params(s.codec, seq, space.ops());
+  if (s.errorFeedback) p.workerResidual = tensors.worker(*st, space);
+  guarded([&] { exec.run(plan(-2, count, 1), in, out, p); });
+  if (st != nullptr) tensors.finish(*st);
+  if (op == RedOp::kAvg) space.scale(out, count, 1.0f / static_cast<float>(n));
+  if (dtype != DataType::kFloat32) space.fromFloat(out, dtype, recv, count);
 }
 
 Communicator::Communicator(TransportPtr transport, Options options) {
@@ -464,6 +551,18 @@ void Communicator::allgather(const void* send, void* recv, size_t sendCount, Dat
   QCCL_CHECK(sendCount <= (size_t{1} << 40) / static_cast<size_t>(size()), ErrorCode::kInvalidArgument,
              "allgather: count too large");
   m.allgather(send, recv, sendCount, dtype, opts, stream);
+  m.statCalls.fetch_add(1);
+  m.publishStats();
+}
+
+void Communicator::reduceScatter(const void* send, void* recv, size_t recvCount, DataType dtype, RedOp op,
+                                 const TensorOpts& opts, void* stream) {
+  Impl& m = *impl_;
+  m.checkUsable();
+  QCCL_CHECK(recvCount <= (size_t{1} << 40) / static_cast<size_t>(size()), ErrorCode::kInvalidArgument,
+             "reduce-scatter: count too large");
+  validateBuffers(send, recv, recvCount, dtype, "reduce-scatter");
+  m.reduceScatter(send, recv, recvCount, dtype, op, opts, stream);
   m.statCalls.fetch_add(1);
   m.publishStats();
 }

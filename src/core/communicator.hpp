@@ -57,6 +57,14 @@ class Communicator {
   void allgather(const void* send, void* recv, size_t sendCount, DataType dtype, const TensorOpts& opts,
                  void* stream = nullptr);
 
+  /// recv[i] = op over ranks r of rank r's send[rank * recvCount + i] (NCCL layout: send holds
+  /// size() * recvCount elements; in place when recv == send + rank * recvCount). Compressed with
+  /// the tensor's codec like sra's scatter stage: each rank encodes the shards it sends with its
+  /// worker residual (error feedback), the owner sums the decodings in rank order; no owner stage.
+  /// Under `auto`, tensors below Options::minCompressBytes (of fp32, all shards) go uncompressed.
+  void reduceScatter(const void* send, void* recv, size_t recvCount, DataType dtype, RedOp op, const TensorOpts& opts,
+                     void* stream = nullptr);
+
   /// Frees the per-tensor state of `id`.
   void releaseTensor(uint64_t id);
   /// The state of `id` as a record for a checkpoint (empty when it has none); see TensorStateStore.

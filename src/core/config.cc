@@ -6,6 +6,7 @@
 //   QCCL_WARMUP, QCCL_ALGO, QCCL_ERROR_FEEDBACK, QCCL_MAX_RESIDUAL_BYTES
 //   QCCL_CPU_ISA        cap on the CPU codec kernels (env::cpuIsaCap, read once by the dispatcher)
 //   QCCL_SOCKET_IFNAME  interface of the UCX bootstrap address (env::socketIfname)
+//   QCCL_HOST_ID        this process's host key for host grouping (env::hostId)
 #include "core/config.hpp"
 
 #include <cerrno>
@@ -122,7 +123,8 @@ Algo parseAlgoName(const std::string& name) {
   if (name == "ring") return Algo::kRing;
   if (name == "sra") return Algo::kSra;
   if (name == "allgather") return Algo::kAllgather;
-  QCCL_THROW(ErrorCode::kInvalidArgument, "unknown algorithm '" + name + "' (expected auto|ring|sra|allgather)");
+  if (name == "hier") return Algo::kHier;
+  QCCL_THROW(ErrorCode::kInvalidArgument, "unknown algorithm '" + name + "' (expected auto|ring|sra|allgather|hier)");
 }
 
 void validate(const Options& o) {
@@ -152,6 +154,11 @@ std::string socketIfname() {
   return v != nullptr ? std::string(v) : std::string();
 }
 
+std::string hostId() {
+  const char* v = std::getenv("QCCL_HOST_ID");
+  return v != nullptr ? std::string(v) : std::string();
+}
+
 }  // namespace env
 
 const char* algoName(Algo a) noexcept {
@@ -164,6 +171,8 @@ const char* algoName(Algo a) noexcept {
       return "sra";
     case Algo::kAllgather:
       return "allgather";
+    case Algo::kHier:
+      return "hier";
     case Algo::kCount:
       break;
   }

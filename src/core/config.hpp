@@ -13,7 +13,7 @@ namespace qccl {
 /// Throws Error(kInvalidArgument) naming the variable on a malformed or out-of-range value.
 Options optionsFromEnv(Options base = {});
 
-/// Parses "auto", "ring", "sra", "allgather". Throws Error(kInvalidArgument).
+/// Parses "auto", "ring", "sra", "allgather", "hier". Throws Error(kInvalidArgument).
 Algo parseAlgoName(const std::string& name);
 const char* algoName(Algo a) noexcept;
 
@@ -23,6 +23,9 @@ namespace env {
 std::string cpuIsaCap();
 /// QCCL_SOCKET_IFNAME: the interface whose IPv4 address goes into a unique id; empty when unset.
 std::string socketIfname();
+/// QCCL_HOST_ID: overrides this process's host key (ranks with the same value share a host, for
+/// the hierarchical algorithms); empty when unset.
+std::string hostId();
 }  // namespace env
 
 }  // namespace qccl

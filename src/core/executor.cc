@@ -59,14 +59,18 @@ uint64_t rngOffsetFor(uint32_t seq, int rank, int step, size_t begin) {
 // Strings are built only on the error path: a received chunk allocates nothing.
 [[noreturn]] void headerMismatch(const WireInfo& info, const ExecParams& p, size_t n, int peer, int me) {
   std::string from = "rank " + std::to_string(me) + ": message from rank " + std::to_string(peer) + ": ";
+  // A count is the more concrete disagreement: report it first, naming the other possible cause.
+  if (info.count != n)
+    QCCL_THROW(ErrorCode::kMismatch, from + "holds " + std::to_string(info.count) + " elements but this rank expects " +
+                                         std::to_string(n) + " (element counts differ across ranks" +
+                                         (info.seq != p.seq ? ", or the ranks called their collectives in a "
+                                                              "different order)"
+                                                            : ")"));
   if (info.seq != p.seq)
     QCCL_THROW(ErrorCode::kMismatch, from + "belongs to another call (tag " + std::to_string(info.seq) + " against " +
                                          std::to_string(p.seq) +
-                                         "): the ranks called their collectives in a different order or with "
-                                         "different tensor ids");
-  if (info.count != n)
-    QCCL_THROW(ErrorCode::kMismatch, from + "holds " + std::to_string(info.count) + " elements but this rank expects " +
-                                         std::to_string(n) + " (element counts differ across ranks)");
+                                         "): the ranks called their collectives in a different order, with "
+                                         "different tensor ids or with different reduce-scatter counts");
   QCCL_THROW(ErrorCode::kMismatch, from + "codec " + codecName(info.cfg.codec) + "/" + std::to_string(info.cfg.bits) +
                                        " bits/bucket " + std::to_string(info.cfg.bucket) + " but this rank uses " +
                                        codecName(p.codec.codec) + "/" + std::to_string(p.codec.bits) + " bits/bucket " +

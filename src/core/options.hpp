@@ -16,7 +16,8 @@ enum class DataType : int { kFloat32 = 0, kFloat16 = 1, kBfloat16 = 2, kCount };
 enum class RedOp : int { kSum = 0, kAvg = 1, kCount };
 /// Allreduce algorithms. kAuto is decided by selectAlgorithm() (select.hpp). kRing takes only the
 /// casts (fp32/fp16/bf16) and has no error feedback; kSra and kAllgather take every codec.
-enum class Algo : int { kAuto = 0, kRing = 1, kSra = 2, kAllgather = 3, kCount };
+/// kHier (plan_hier.hpp) takes every codec for its inter-host level; its intra-host levels send fp32.
+enum class Algo : int { kAuto = 0, kRing = 1, kSra = 2, kAllgather = 3, kHier = 4, kCount };
 
 constexpr bool isValid(DataType t) { return static_cast<int>(t) >= 0 && t < DataType::kCount; }
 constexpr bool isValid(RedOp o) { return static_cast<int>(o) >= 0 && o < RedOp::kCount; }

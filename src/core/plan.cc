@@ -45,6 +45,27 @@ Plan planSra(int rank, int size, size_t count, size_t bucket) {
   return plan;
 }
 
+Plan planReduceScatter(int rank, int size, size_t shardCount) {
+  Plan plan;
+  plan.rank = rank;
+  plan.size = size;
+  plan.count = shardCount * static_cast<size_t>(size);
+  for (int p = 0; p < size; ++p)
+    plan.shards.push_back(Range{static_cast<size_t>(p) * shardCount, static_cast<size_t>(p + 1) * shardCount});
+  plan.ownerRange = plan.shards[rank];
+  PlanStep scatter;
+  scatter.op = RecvOp::kSum;
+  scatter.residual = Residual::kWorker;
+  // The send order of planSra's scatter step (next rank first).
+  for (int i = 0; i < size; ++i) {
+    int p = (rank + 1 + i) % size;
+    scatter.sends.push_back({p, plan.shards[p], plan.shards[p].begin});
+  }
+  for (int q = 0; q < size; ++q) scatter.recvs.push_back({q, plan.ownerRange, 0});
+  plan.steps.push_back(std::move(scatter));
+  return plan;
+}
+
 Plan planRing(int rank, int size, size_t count, size_t align) {
   Plan plan;
   plan.rank = rank;

@@ -68,6 +68,13 @@ struct Plan {
 /// forwards reduced chunk k while later chunks are still being scattered.
 Plan planSra(int rank, int size, size_t count, size_t bucket);
 
+/// Reduce-scatter with fixed shards: rank p owns [p * shardCount, (p + 1) * shardCount) of the source
+/// (NCCL's layout). The one step is sra's step 0 on these shards: every rank encodes shard p once
+/// (worker residual) for p, and the owner sums the n decodings in rank order into dst[0, shardCount).
+/// With shardCount a multiple of sra's bucket alignment the shards, the encodings and the sums equal
+/// those of planSra's scatter stage bit for bit. There is no owner stage, so no owner residual.
+Plan planReduceScatter(int rank, int size, size_t shardCount);
+
 /// Bandwidth-optimal ring: n-1 reduce-scatter steps (accumulate), then the final owner of each
 /// chunk quantizes it in place (a self transfer) and n-1 allgather steps forward it (copy).
 /// Chunk c is reduced in the order c, c+1, ..., c+n-1 and owned by rank c-1.

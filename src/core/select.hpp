@@ -26,7 +26,7 @@ struct SelectInput {
 
 /// What to run.
 struct Selection {
-  Algo algo = Algo::kRing;  ///< kRing, kSra or kAllgather; never kAuto
+  Algo algo = Algo::kRing;  ///< kRing, kSra, kAllgather or kHier (only when requested); never kAuto
   CodecConfig codec;        ///< resolved (resolveConfig): what goes on the wire
   bool native = false;      ///< hand the uncompressed sum to the transport's library instead of `algo`
   bool errorFeedback = false;

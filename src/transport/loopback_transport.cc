@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "transport/host_key.hpp"
 #include "transport/transport.hpp"
 
 namespace qccl {
@@ -60,6 +61,7 @@ struct Group {
     for (auto& b : boxes) b = std::make_unique<Mailbox>();
   }
   std::vector<std::unique_ptr<Mailbox>> boxes;
+  std::vector<int> hosts;  // hostOfRanks()
 };
 
 // Copies a message into a posted receive; the caller holds the receiver's mailbox lock.
@@ -122,6 +124,7 @@ class LoopbackTransport final : public Transport {
 
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(group_->boxes.size()); }
+  std::vector<int> hostOfRanks() const override { return group_->hosts; }
   const char* name() const override { return "loopback"; }
 
   RequestPtr isend(int peer, uint32_t tag, const void* buf, size_t bytes) override {
@@ -220,9 +223,14 @@ class LoopbackTransport final : public Transport {
 
 }  // namespace
 
-std::vector<TransportPtr> makeLoopbackGroup(int n) {
+std::vector<TransportPtr> makeLoopbackGroup(int n, const std::vector<int>& hostOf) {
   QCCL_CHECK(n >= 1, ErrorCode::kInvalidArgument, "makeLoopbackGroup: n must be >= 1, got " + std::to_string(n));
+  QCCL_CHECK(hostOf.empty() || hostOf.size() == static_cast<size_t>(n), ErrorCode::kInvalidArgument,
+             "makeLoopbackGroup: hostOf must name the host of every rank");
   auto group = std::make_shared<Group>(n);
+  std::vector<std::string> keys;
+  for (int h : hostOf) keys.push_back(std::to_string(h));
+  group->hosts = hostOf.empty() ? std::vector<int>(n, 0) : hostsFromKeys(keys);
   std::vector<TransportPtr> out;
   out.reserve(n);
   for (int r = 0; r < n; ++r) out.push_back(std::make_unique<LoopbackTransport>(group, r));

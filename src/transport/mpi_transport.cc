@@ -26,6 +26,9 @@
 #include <thread>
 #include <vector>
 
+#include "core/config.hpp"
+#include "transport/host_key.hpp"
+
 namespace qccl {
 namespace {
 
@@ -169,6 +172,7 @@ class MpiTransport final : public Transport {
       PMPI_Comm_free(&comm_);
       throwMpi(rc, "MPI_Irecv of the abort channel");
     }
+    hosts_ = findHosts();
   }
 
   ~MpiTransport() override {
@@ -183,6 +187,7 @@ class MpiTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* name() const override { return "mpi"; }
+  std::vector<int> hostOfRanks() const override { return hosts_; }
   uint32_t tagLimit() const override { return tagLimit_; }
   void limitDrops(Clock::time_point until) override { dropLimit_ = until; }
 
@@ -317,8 +322,31 @@ class MpiTransport final : public Transport {
   };
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  // Host grouping (host_key.hpp): the MPI library's shared-memory split names each host by its
+  // lowest rank, unless QCCL_HOST_ID is set on a rank. Every rank runs the same two collectives
+  // either way, so ranks that disagree on QCCL_HOST_ID only group differently, never hang.
+  std::vector<int> findHosts() {
+    MPI_Comm node;
+    int rc = PMPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+    if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)");
+    int leader = rank_;
+    rc = PMPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node);
+    PMPI_Comm_free(&node);
+    if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Allreduce over the host");
+    constexpr int kKeyBytes = 256;
+    std::string mine = env::hostId().empty() ? "mpi:" + std::to_string(leader) : localHostKey();
+    mine.resize(kKeyBytes, '\0');
+    std::vector<char> all(static_cast<size_t>(kKeyBytes) * static_cast<size_t>(size_));
+    rc = PMPI_Allgather(mine.data(), kKeyBytes, MPI_CHAR, all.data(), kKeyBytes, MPI_CHAR, comm_);
+    if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Allgather of the host keys");
+    std::vector<std::string> keys;
+    for (int r = 0; r < size_; ++r) keys.emplace_back(all.data() + static_cast<size_t>(r) * kKeyBytes, kKeyBytes);
+    return hostsFromKeys(keys);
+  }
+
   int rank_ = 0;
   int size_ = 0;
+  std::vector<int> hosts_;  // hostOfRanks()
   int abortTag_ = 0;
   uint32_t tagLimit_ = 0;
   MPI_Request abortRecv_ = MPI_REQUEST_NULL;

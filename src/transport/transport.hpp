@@ -89,6 +89,10 @@ class Transport {
   /// iallreduceMin: in-place element-wise minimum of `n` int64 words over all ranks.
   virtual RequestPtr iallreduceMin(int64_t* /*words*/, int /*n*/) { return nullptr; }
 
+  /// Host index of every rank (0..H-1 in the order of each host's lowest rank; host_key.hpp says
+  /// how transports find it). Default: one host.
+  virtual std::vector<int> hostOfRanks() const { return std::vector<int>(static_cast<size_t>(size()), 0); }
+
   /// Best effort: tells every peer that this rank failed with `code` and `reason` (truncated).
   /// Never blocks for long and never throws.
   virtual void sendAbort(ErrorCode code, const std::string& reason) noexcept = 0;
@@ -194,6 +198,7 @@ struct ReceivedAbort {
 /// Loopback: `n` transports that talk through shared memory queues, one per thread. Sends are
 /// buffered (they complete at once); receives match by (source, tag) in the order of the sends.
 /// Each transport is used by one thread at a time. Throws Error(kInvalidArgument) for n < 1.
-std::vector<TransportPtr> makeLoopbackGroup(int n);
+/// `hostOf` (empty: one host) is what hostOfRanks() reports, to emulate hosts in tests.
+std::vector<TransportPtr> makeLoopbackGroup(int n, const std::vector<int>& hostOf = {});
 
 }  // namespace qccl

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "transport/bootstrap.hpp"
+#include "transport/host_key.hpp"
 
 namespace qccl {
 namespace {
@@ -180,11 +181,24 @@ class UcxTransport final : public Transport {
     std::string mine(reinterpret_cast<const char*>(attr.address), attr.address_length);
     ucp_worker_release_address(worker_, attr.address);
 
-    BootstrapResult boot = bootstrapConnect(id, size_, rank_, mine, timeoutSec_);
+    // The blob: the host key's length (4 bytes), the key, then the worker address.
+    const std::string key = localHostKey();
+    const uint32_t keyLen = static_cast<uint32_t>(key.size());
+    std::string blob(reinterpret_cast<const char*>(&keyLen), sizeof keyLen);
+    blob += key + mine;
+    BootstrapResult boot = bootstrapConnect(id, size_, rank_, blob, timeoutSec_);
     links_ = std::move(boot.links);
     eps_.assign(size_, nullptr);
+    std::vector<std::string> keys(size_);
     for (int r = 0; r < size_; ++r) {
-      const std::string& addr = boot.blobs[r];
+      const std::string& b = boot.blobs[r];
+      uint32_t len = 0;
+      QCCL_CHECK(b.size() >= sizeof len, ErrorCode::kMalformed, "bootstrap: short blob of rank " + std::to_string(r));
+      std::memcpy(&len, b.data(), sizeof len);
+      QCCL_CHECK(len <= b.size() - sizeof len, ErrorCode::kMalformed,
+                 "bootstrap: host key of rank " + std::to_string(r) + " overruns its blob");
+      keys[r] = b.substr(sizeof len, len);
+      const std::string addr = b.substr(sizeof len + len);
       QCCL_CHECK(!addr.empty(), ErrorCode::kMalformed, "bootstrap: empty UCX address of rank " + std::to_string(r));
       ucp_ep_params_t ep{};
       ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
@@ -192,6 +206,7 @@ class UcxTransport final : public Transport {
       st = ucp_ep_create(worker_, &ep, &eps_[r]);
       if (st != UCS_OK) throwUcs(st, "ucp_ep_create to rank " + std::to_string(r));
     }
+    hosts_ = hostsFromKeys(keys);
     postAbortRecv();
     handshake();
   }
@@ -212,6 +227,7 @@ class UcxTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* name() const override { return "ucx"; }
+  std::vector<int> hostOfRanks() const override { return hosts_; }
   void limitDrops(Clock::time_point until) override { dropLimit_ = until; }
 
   // --- used by UcxRequest ---
@@ -428,6 +444,7 @@ class UcxTransport final : public Transport {
 
   int rank_;
   int size_;
+  std::vector<int> hosts_;  // hostOfRanks()
   double timeoutSec_;
   std::vector<PeerState> peers_;  // sized once: requests hold pointers to its elements
   ucp_context_h context_ = nullptr;

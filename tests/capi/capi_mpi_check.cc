@@ -7,6 +7,11 @@
 //     basic               every algorithm and codec, exact or bit-identical results
 //     mismatch-count      rank 0 passes another count: qcclMismatch / qcclRemoteError everywhere
 //     mismatch-codec      rank 0 passes another codec: likewise
+//     reducescatter       qcclReduceScatter: exact sums (fp32 and fp16 buffers, in place), lossy codecs
+//                         bit for bit against the scatter stage computed here with the codec
+//     mismatch-reducescatter  rank 0 passes another recvcount: qcclMismatch / qcclRemoteError everywhere
+//     hier                qcclAlgoHier with QCCL_HOST_ID = rank / 2 (hosts of two ranks): exact fp32,
+//                         lossy codecs bit-identical across ranks
 //     mismatch-threshold  auto with counts on both sides of QCCL_MIN_COMPRESS: qcclMismatch on every
 //                         rank from the cross-rank check, never a wait for the timeout
 //     restart             a communicator fails, is destroyed, and a new one works (elastic restart)
@@ -29,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "qccl/codec.hpp"
 #include "qccl/qccl_mpi.h"
 
 namespace {
@@ -162,6 +168,125 @@ void caseBasic(qcclComm_t comm) {
          "stats: calls %llu sent %llu", (unsigned long long)st.calls, (unsigned long long)st.bytesSent);
 }
 
+void checkExactReduceScatter(qcclComm_t comm, size_t count) {
+  std::vector<float> send(count * gSize), recv(count, -1.0f);
+  for (size_t i = 0; i < send.size(); ++i) send[i] = exactInput(gRank, i);
+  qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
+  t.codec = qcclCodecNone;
+  qcclResult_t r = qcclReduceScatter(send.data(), recv.data(), count, qcclFloat32, qcclSum, &t, comm, nullptr);
+  EXPECT(r == qcclSuccess, "reduce-scatter count %zu: %s", count, qcclGetLastError(comm));
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) {
+    double sum = 0;
+    for (int k = 0; k < gSize; ++k) sum += exactInput(k, gRank * count + i);
+    wrong += recv[i] != static_cast<float>(sum);
+  }
+  EXPECT(wrong == 0, "reduce-scatter count %zu: %zu wrong elements", count, wrong);
+  // Average, in place: recvbuff is this rank's shard of sendbuff.
+  r = qcclReduceScatter(send.data(), send.data() + gRank * count, count, qcclFloat32, qcclAvg, &t, comm, nullptr);
+  EXPECT(r == qcclSuccess, "reduce-scatter avg: %s", qcclGetLastError(comm));
+  wrong = 0;
+  for (size_t i = 0; i < count && r == qcclSuccess; ++i)
+    wrong += send[gRank * count + i] != recv[i] * (1.0f / static_cast<float>(gSize));
+  EXPECT(wrong == 0, "reduce-scatter avg count %zu: %zu wrong elements", count, wrong);
+}
+
+// fp16 buffers of small integers: exact.
+void checkHalfReduceScatter(qcclComm_t comm, size_t count) {
+  auto half = [](int v) {  // fp16 bits of a small integer (|v| < 2048)
+    if (v == 0) return uint16_t{0};
+    uint16_t sign = v < 0 ? 0x8000 : 0;
+    unsigned a = static_cast<unsigned>(v < 0 ? -v : v), e = 0;
+    while ((a >> e) > 1) ++e;
+    return static_cast<uint16_t>(sign | ((e + 15) << 10) | (((a << 10) >> e) & 0x3ff));
+  };
+  auto value = [](int rank, size_t i) { return static_cast<int>(i % 61) - 30 + rank; };
+  std::vector<uint16_t> send(count * gSize), recv(count);
+  for (size_t i = 0; i < send.size(); ++i) send[i] = half(value(gRank, i));
+  qcclResult_t r = qcclReduceScatter(send.data(), recv.data(), count, qcclFloat16, qcclSum, nullptr, comm, nullptr);
+  EXPECT(r == qcclSuccess, "reduce-scatter fp16: %s", qcclGetLastError(comm));
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) {
+    int sum = 0;
+    for (int k = 0; k < gSize; ++k) sum += value(k, gRank * count + i);
+    wrong += recv[i] != half(sum);
+  }
+  EXPECT(wrong == 0, "reduce-scatter fp16: %zu wrong elements", wrong);
+}
+
+// A lossy codec over 3 calls: this rank's shard must equal, bit for bit, the sum in rank order of
+// every rank's encoding of it, each with that rank's worker residual (simulated here for the shard).
+void checkLossyReduceScatter(qcclComm_t comm, int codec, size_t count) {
+  qccl::CodecConfig cfg;
+  cfg.codec = static_cast<qccl::CodecId>(codec);
+  cfg = qccl::resolveConfig(cfg);
+  std::vector<std::vector<float>> residual(gSize, std::vector<float>(count, 0.0f));
+  std::vector<uint8_t> wire(qccl::encodedBytes(cfg, count));
+  std::vector<float> send(count * gSize), recv(count), x(count), ref(count), d(count);
+  qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
+  t.id = 200 + codec;
+  t.codec = codec;
+  t.algo = qcclAlgoSra;
+  for (int step = 0; step < 3; ++step) {
+    for (size_t i = 0; i < send.size(); ++i) send[i] = smoothInput(gRank + step, i);
+    qcclResult_t r = qcclReduceScatter(send.data(), recv.data(), count, qcclFloat32, qcclSum, &t, comm, nullptr);
+    EXPECT(r == qcclSuccess, "reduce-scatter codec %d: %s", codec, qcclGetLastError(comm));
+    for (int q = 0; q < gSize; ++q) {
+      for (size_t i = 0; i < count; ++i) x[i] = smoothInput(q + step, gRank * count + i);
+      qccl::encode(cfg, x.data(), residual[q].data(), count, wire.data(), wire.size());
+      qccl::decode(wire.data(), wire.size(), d.data(), count);
+      for (size_t i = 0; i < count; ++i) ref[i] = q == 0 ? d[i] : ref[i] + d[i];
+    }
+    EXPECT(std::memcmp(ref.data(), recv.data(), count * sizeof(float)) == 0,
+           "reduce-scatter codec %d step %d: differs from the scatter stage's reference", codec, step);
+  }
+}
+
+void caseHier(qcclComm_t comm) {
+  for (size_t count : {size_t{1}, size_t{1000}, size_t{(1 << 20) + 3}}) checkExactAllreduce(comm, count, qcclAlgoHier);
+  for (int codec : {qcclCodecOneBit, qcclCodecMaxMin}) {
+    const size_t count = 300007;
+    std::vector<float> send(count), recv(count);
+    for (size_t i = 0; i < count; ++i) send[i] = smoothInput(gRank, i);
+    qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
+    t.id = 300 + codec;
+    t.codec = codec;
+    t.algo = qcclAlgoHier;
+    for (int step = 0; step < 3; ++step) {
+      qcclResult_t r = qcclAllreduce(send.data(), recv.data(), count, qcclFloat32, qcclSum, &t, comm, nullptr);
+      EXPECT(r == qcclSuccess, "hier codec %d: %s", codec, qcclGetLastError(comm));
+      EXPECT(sameOnAllRanks(recv.data(), count * sizeof(float)), "hier codec %d step %d: results differ", codec, step);
+    }
+  }
+}
+
+void caseReduceScatter(qcclComm_t comm) {
+  for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{(1 << 18) + 3}}) checkExactReduceScatter(comm, count);
+  checkHalfReduceScatter(comm, 4099);
+  for (int codec : {qcclCodecFp16, qcclCodecOneBit, qcclCodecMaxMin, qcclCodecDyn8})
+    checkLossyReduceScatter(comm, codec, 300007);
+}
+
+// Rank 0 passes another recvcount (both large enough to be chunked alike at first).
+void caseMismatchReduceScatter(qcclComm_t comm) {
+  size_t count = gRank == 0 ? (3 << 20) : (4 << 20);
+  std::vector<float> send(count * gSize, 1.0f), recv(count);
+  qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
+  t.id = 8;
+  t.codec = qcclCodecOneBit;
+  t.algo = qcclAlgoSra;
+  qcclResult_t r = qcclReduceScatter(send.data(), recv.data(), count, qcclFloat32, qcclSum, &t, comm, nullptr);
+  std::fprintf(stderr, "[rank %d] reduce-scatter mismatch: %s: %s\n", gRank, qcclGetErrorString(r),
+               qcclGetLastError(comm));
+  EXPECT(r == qcclMismatch || r == qcclRemoteError, "expected a mismatch or a peer's notice, got %s",
+         qcclGetErrorString(r));
+  EXPECT(r != qcclMismatch || std::strstr(qcclGetLastError(comm), "count") != nullptr, "message without the count: %s",
+         qcclGetLastError(comm));
+  int mismatches = r == qcclMismatch ? 1 : 0, total = 0;
+  MPI_Allreduce(&mismatches, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT(total >= 1, "no rank detected the mismatch itself");
+}
+
 // Rank 0 disagrees with the others; every rank must see an error, none may hang: the rank that
 // detects it reports qcclMismatch, the others hear its notice (qcclRemoteError) or detect it too.
 void caseMismatch(qcclComm_t comm, bool countMismatch) {
@@ -265,6 +390,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--case") == 0) which = argv[i + 1];
   }
   const bool mismatch = which.rfind("mismatch", 0) == 0;
+  if (which == "hier") setenv("QCCL_HOST_ID", std::to_string(gRank / 2).c_str(), 1);
   if (which == "restart") {
     caseRestart(transport);
   } else {
@@ -273,6 +399,12 @@ int main(int argc, char** argv) {
     if (comm != nullptr) {
       if (which == "basic") {
         caseBasic(comm);
+      } else if (which == "hier") {
+        caseHier(comm);
+      } else if (which == "reducescatter") {
+        caseReduceScatter(comm);
+      } else if (which == "mismatch-reducescatter") {
+        caseMismatchReduceScatter(comm);
       } else if (which == "mismatch-threshold") {
         caseMismatchThreshold(comm);
       } else if (mismatch) {

@@ -80,6 +80,51 @@ TEST(Plan, SraMatchesReducesOnceAndCovers) {
   }
 }
 
+TEST(Plan, ReduceScatterMatchesAndReducesEveryShardOnce) {
+  for (int n = 1; n <= 8; ++n) {
+    for (size_t shard : {0, 1, 7, 64, 1000}) {
+      std::vector<Plan> plans;
+      for (int r = 0; r < n; ++r) plans.push_back(planReduceScatter(r, n, shard));
+      checkMatching(plans);
+      // Every element of every rank's source is sent exactly once, to the rank that owns it.
+      std::vector<int> sent(shard * n, 0);
+      for (const Plan& p : plans) {
+        ASSERT_EQ(p.steps.size(), 1u);
+        EXPECT_EQ(p.steps[0].op, RecvOp::kSum);
+        EXPECT_EQ(p.steps[0].residual, Residual::kWorker);
+        EXPECT_EQ(p.ownerRange.begin, static_cast<size_t>(p.rank) * shard);
+        EXPECT_EQ(p.ownerRange.size(), shard);
+        ASSERT_EQ(p.steps[0].recvs.size(), static_cast<size_t>(n));
+        for (int q = 0; q < n; ++q) {
+          EXPECT_EQ(p.steps[0].recvs[q].peer, q);
+          EXPECT_TRUE(p.steps[0].recvs[q].range == p.ownerRange);
+          EXPECT_EQ(p.steps[0].recvs[q].dstOffset, 0u);
+        }
+        std::vector<int> mine(shard * n, 0);
+        for (const Transfer& t : p.steps[0].sends) {
+          EXPECT_TRUE(t.range == plans[t.peer].ownerRange);
+          for (size_t i = t.range.begin; i < t.range.end; ++i) ++mine[i];
+        }
+        for (size_t i = 0; i < shard * n; ++i) ASSERT_EQ(mine[i], 1) << "rank " << p.rank << " element " << i;
+      }
+      // Aligned shards: the same transfers as sra's scatter stage (hence the same encodings and sums).
+      if (shard % 64 == 0) {
+        for (int r = 0; r < n; ++r) {
+          Plan sra = planSra(r, n, shard * n, 64);
+          const PlanStep& a = sra.steps[0];
+          const PlanStep& b = plans[r].steps[0];
+          ASSERT_EQ(a.sends.size(), b.sends.size());
+          for (size_t i = 0; i < a.sends.size(); ++i) {
+            EXPECT_EQ(a.sends[i].peer, b.sends[i].peer);
+            EXPECT_TRUE(a.sends[i].range == b.sends[i].range);
+          }
+          for (size_t i = 0; i < a.recvs.size(); ++i) EXPECT_TRUE(a.recvs[i].range == b.recvs[i].range);
+        }
+      }
+    }
+  }
+}
+
 TEST(Plan, RingReducesEveryElementOnceFromEveryRank) {
   for (int n = 1; n <= 8; ++n) {
     for (size_t count : {0, 1, 7, 1000}) {

@@ -56,6 +56,37 @@ def test_loopback_allreduce_and_allgather(nranks):
         c.destroy()
 
 
+@pytest.mark.parametrize("nranks", [1, 2, 3])
+def test_loopback_reduce_scatter(nranks):
+    comms = qccl.loopback(nranks, min_compress_bytes=0)
+
+    def body(rank, c):
+        x = (np.arange(nranks * 1001, dtype=np.float32) * 4 + rank).reshape(nranks, 1001)
+        s = c.reduce_scatter(x)
+        t = torch.full((nranks * 5,), float(rank + 1), dtype=torch.bfloat16)
+        a = c.reduce_scatter(t, op="avg")
+        # onebit with error feedback: the mean of many calls on a constant input converges.
+        g = np.sin(np.arange(nranks * 4096, dtype=np.float32) * 0.37 + rank).astype(np.float32)
+        mean = np.zeros(4096)
+        for _ in range(32):
+            mean += c.reduce_scatter(g, codec="onebit", tensor_id=5) / 32.0
+        return s, a, mean
+
+    total = sum(range(nranks))
+    for rank, (s, a, mean) in enumerate(run_ranks(comms, body)):
+        expected = (np.arange(rank * 1001, (rank + 1) * 1001) * 4 * nranks + total).astype(np.float32)
+        assert s.shape == (1001,)
+        np.testing.assert_array_equal(s, expected)
+        assert torch.equal(a, torch.full((5,), (nranks + 1) / 2, dtype=torch.bfloat16))
+        idx = np.arange(rank * 4096, (rank + 1) * 4096, dtype=np.float32)
+        exact = sum(np.sin(idx * np.float32(0.37) + r) for r in range(nranks))
+        assert np.linalg.norm(mean - exact) / np.linalg.norm(exact) < 0.1
+    with pytest.raises(qccl.Error):
+        comms[0].reduce_scatter(np.zeros(nranks * 3, np.float32), out=np.zeros(4, np.float32))
+    for c in comms:
+        c.destroy()
+
+
 def test_loopback_lossy_is_identical_across_ranks():
     comms = qccl.loopback(4, codec="maxmin", bits=4, min_compress_bytes=0)
 

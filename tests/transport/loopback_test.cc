@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <thread>
 
+#include "transport/host_key.hpp"
 #include "transport/transport.hpp"
 
 namespace qccl {
@@ -263,6 +265,31 @@ TEST(Loopback, AbortReachesEveryPeer) {
     EXPECT_EQ(reason, "count differs");
   });
   EXPECT_EQ(remoteErrors.load(), n - 1);
+}
+
+TEST(HostKey, KeysGroupRanksInOrderOfTheirLowestRank) {
+  EXPECT_EQ(hostsFromKeys({"b", "a", "b", "c", "a"}), (std::vector<int>{0, 1, 0, 2, 1}));
+  EXPECT_EQ(hostsFromKeys({"x"}), (std::vector<int>{0}));
+  EXPECT_TRUE(hostsFromKeys({}).empty());
+}
+
+TEST(HostKey, LocalKeyNamesTheNetworkNamespaceAndQcclHostIdOverridesIt) {
+  unsetenv("QCCL_HOST_ID");
+  const std::string key = localHostKey();
+  EXPECT_FALSE(key.empty());
+  EXPECT_NE(key.find("/net:"), std::string::npos) << key;  // emulated hosts share the hostname
+  EXPECT_EQ(localHostKey(), key);
+  setenv("QCCL_HOST_ID", "rack3-node7", 1);
+  EXPECT_EQ(localHostKey(), "id:rack3-node7");
+  unsetenv("QCCL_HOST_ID");
+}
+
+TEST(HostKey, LoopbackGroupsReportTheirHosts) {
+  auto one = makeLoopbackGroup(3);
+  for (auto& t : one) EXPECT_EQ(t->hostOfRanks(), (std::vector<int>{0, 0, 0}));
+  auto two = makeLoopbackGroup(4, {7, 7, 2, 7});
+  for (auto& t : two) EXPECT_EQ(t->hostOfRanks(), (std::vector<int>{0, 0, 1, 0}));
+  EXPECT_THROW(makeLoopbackGroup(2, {1}), Error);
 }
 
 }  // namespace

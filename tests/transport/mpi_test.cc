@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -35,6 +36,21 @@ TEST(Mpi, Basics) {
   EXPECT_THROW(t->isend(n, 0, b, 4), Error);
   EXPECT_THROW(t->irecv(0, kMaxTag, b, 4), Error);
   EXPECT_THROW(t->isend(0, 0, nullptr, 4), Error);
+}
+
+// Host grouping: every rank of this mpirun runs on this machine, so one host; with QCCL_HOST_ID
+// set per rank (rank parity), two hosts numbered by their lowest rank.
+TEST(Mpi, HostGrouping) {
+  auto t = world();
+  const std::vector<int> one = t->hostOfRanks();
+  ASSERT_EQ(one.size(), static_cast<size_t>(t->size()));
+  for (int h : one) EXPECT_EQ(h, 0);
+  setenv("QCCL_HOST_ID", (t->rank() % 2) ? "odd" : "even", 1);
+  auto u = world();
+  unsetenv("QCCL_HOST_ID");
+  const std::vector<int> two = u->hostOfRanks();
+  ASSERT_EQ(two.size(), static_cast<size_t>(u->size()));
+  for (int r = 0; r < u->size(); ++r) EXPECT_EQ(two[r], r % 2) << "rank " << r;
 }
 
 // Ring exchange on the transport while the application sends on MPI_COMM_WORLD with the same

@@ -227,8 +227,15 @@ int runChild(const std::string& scenario, int rank, int nranks) {
       }
       return 0;
     }
+    // Host grouping: QCCL_HOST_ID = rank / 2 in scenario "hosts"; else one machine, one host.
+    if (scenario == "hosts") setenv("QCCL_HOST_ID", std::to_string(rank / 2).c_str(), 1);
     auto t = makeUcxTransport(id, nranks, rank, 30);
     CHILD_CHECK(t->rank() == rank && t->size() == nranks && std::strcmp(t->name(), "ucx") == 0, "identity");
+    const std::vector<int> hosts = t->hostOfRanks();
+    CHILD_CHECK(hosts.size() == static_cast<size_t>(nranks), "%zu hosts entries", hosts.size());
+    for (int r = 0; r < nranks && r < static_cast<int>(hosts.size()); ++r)
+      CHILD_CHECK(hosts[r] == (scenario == "hosts" ? r / 2 : 0), "rank %d on host %d", r, hosts[r]);
+    if (scenario == "hosts") return childAllToAll(*t);
     if (scenario == "alltoall") return childAllToAll(*t);
     if (scenario == "abort") return childAbort(*t);
     if (scenario == "deadpeer") return childDeadPeer(*t, nranks - 1);
@@ -327,6 +334,8 @@ TEST(UcxProcesses, DeadPeerGivesErrorNotHang) {
     expectAllZero(launch("deadbystander", 3, tl.second, 40));
   }
 }
+
+TEST(UcxProcesses, HostKeysAreExchangedAtBootstrap) { expectAllZero(launch("hosts", 5, {"UCX_TLS=tcp"}, 60)); }
 
 TEST(UcxProcesses, MismatchedNranksFailsEverywhere) { expectAllZero(launch("mismatch", 3, {"UCX_TLS=tcp"}, 40)); }
 

@@ -42,7 +42,7 @@ INVALID_ARGUMENT = 4
 _qccl._set_error_class(Error)
 
 CODECS = {"none": 0, "fp32": 0, "fp16": 1, "bf16": 2, "onebit": 3, "signscale": 4, "maxmin": 5, "dyn8": 6}
-ALGOS = {"auto": 0, "ring": 1, "sra": 2, "allgather": 3}
+ALGOS = {"auto": 0, "ring": 1, "sra": 2, "allgather": 3, "hier": 4}
 OPS = {"sum": 0, "avg": 1}
 _CONFIG_FIELDS = (
     "codec",
@@ -219,6 +219,27 @@ class Communicator:
                                  _lookup(ALGOS, algo, "algorithm", -1), stream)
         return out
 
+    def reduce_scatter(self, tensor, out=None, *, op: str = "sum", codec=None, bits: Optional[int] = None,
+                       tensor_id: int = 0, algo=None):
+        """Reduce-scatter in NCCL's layout: ``tensor`` holds ``size * k`` elements (rank r's shard is
+        elements ``[r * k, (r + 1) * k)``); ``out`` receives this rank's shard, reduced over all ranks
+        with ``op`` (``"sum"`` or ``"avg"``), and is returned. When allocated here, ``out`` has shape
+        ``tensor.shape[1:]`` if ``tensor`` has 2+ dimensions and ``tensor.shape[0] == size``, else ``(tensor.numel() // size,)``.
+        With a lossy codec every rank encodes the shards it sends with error feedback (keyed by
+        ``tensor_id``) and the owner sums the decodings, as the first stage of sra; the owner does
+        not re-encode. codec, bits, tensor_id, algo: as for :meth:`allreduce`."""
+        if out is None:
+            out = _empty_like_shard(tensor, self.size)
+        send, stream = _buffer(tensor, "input", writable=False)
+        recv, _ = _buffer(out, "output", writable=True)
+        if _device_of(tensor) != _device_of(out):
+            raise _invalid("input and output must be on the same device")
+        with self._lock:
+            self._comm.reduce_scatter(send, recv, _lookup(OPS, op, "op", 0), int(tensor_id),
+                                      _lookup(CODECS, codec, "codec", -1), int(bits or 0),
+                                      _lookup(ALGOS, algo, "algorithm", -1), stream)
+        return out
+
     def stats(self) -> Dict[str, int]:
         """Byte and call counters, residual and staging memory of this communicator."""
         return self._comm.stats()
@@ -288,6 +309,27 @@ def _empty_like_gathered(x, size: int):
     if not isinstance(x, np.ndarray):
         raise TypeError(f"input: expected a numpy.ndarray or torch.Tensor, got {type(x).__name__}")
     return np.empty((size,) + x.shape, dtype=x.dtype)
+
+
+def _empty_like_shard(x, size: int):
+    shape = tuple(x.shape)
+    if len(shape) >= 2 and shape[0] == size:
+        shard = shape[1:]
+    else:
+        numel = 1
+        for d in shape:
+            numel *= d
+        if numel % size != 0:
+            raise _invalid(f"input of {numel} elements does not split into {size} equal shards")
+        shard = (numel // size,)
+    torch = _torch()
+    if torch is not None and isinstance(x, torch.Tensor):
+        return torch.empty(shard, dtype=x.dtype, device=x.device)
+    import numpy as np
+
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"input: expected a numpy.ndarray or torch.Tensor, got {type(x).__name__}")
+    return np.empty(shard, dtype=x.dtype)
 
 
 def from_mpi(comm=None, **config) -> Communicator:

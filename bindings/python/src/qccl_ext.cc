@@ -290,6 +290,25 @@ void allgather(Comm& self, ConstArray send, Array recv, uint64_t id, int codec, 
   });
 }
 
+void reduceScatter(Comm& self, ConstArray send, Array recv, int op, uint64_t id, int codec, int bits, int algo,
+                   uintptr_t stream) {
+  const bool sendCuda = checkBuffer(send, "input");
+  const bool recvCuda = checkBuffer(recv, "output");
+  if (sendCuda != recvCuda) invalid("input and output must be on the same device");
+  const qcclDataType_t dt = dataType(send);
+  if (dataType(recv) != dt) invalid("input and output dtypes differ");
+  const size_t n = static_cast<size_t>(self.size());
+  if (send.size() != recv.size() * n)
+    invalid("input must hold size * output elements (" + std::to_string(recv.size() * n) + "), got " +
+            std::to_string(send.size()));
+  if (op != qcclSum && op != qcclAvg) invalid("op must be sum or avg");
+  const qcclTensorOpts_t t = tensorOpts(id, codec, bits, algo);
+  self.run("qcclReduceScatter", [&](qcclComm_t c) {
+    return qcclReduceScatter(send.data(), recv.data(), recv.size(), dt, static_cast<qcclRedOp_t>(op), &t, c,
+                             sendCuda ? reinterpret_cast<void*>(stream) : nullptr);
+  });
+}
+
 Comm* initMpi(int64_t fortranHandle, const nb::dict& cfg) {
   const qcclConfig_t c = makeConfig(cfg);
   qcclComm_t comm = nullptr;
@@ -413,7 +432,9 @@ NB_MODULE(_qccl, m) {
       .def("allreduce", &allreduce, nb::arg("send").noconvert(), nb::arg("recv").noconvert(), nb::arg("op"),
            nb::arg("id"), nb::arg("codec"), nb::arg("bits"), nb::arg("algo"), nb::arg("stream"))
       .def("allgather", &allgather, nb::arg("send").noconvert(), nb::arg("recv").noconvert(), nb::arg("id"),
-           nb::arg("codec"), nb::arg("bits"), nb::arg("algo"), nb::arg("stream"));
+           nb::arg("codec"), nb::arg("bits"), nb::arg("algo"), nb::arg("stream"))
+      .def("reduce_scatter", &reduceScatter, nb::arg("send").noconvert(), nb::arg("recv").noconvert(), nb::arg("op"),
+           nb::arg("id"), nb::arg("codec"), nb::arg("bits"), nb::arg("algo"), nb::arg("stream"));
 
   m.def("init_mpi", &initMpi, nb::arg("fortran_handle"), nb::arg("config"), nb::rv_policy::take_ownership);
   m.def("init_rank", &initRank, nb::arg("nranks"), nb::arg("unique_id"), nb::arg("rank"), nb::arg("config"),

@@ -1,0 +1,148 @@
+// Hierarchical allreduce (Algo::kHier) over loopback ranks grouped into emulated hosts: exact for
+// fp32, bit for bit against sra's reference applied lane by lane to the host sums for the lossy
+// codecs (with the residuals carried over calls), identical on every rank.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "coll_test_util.hpp"
+#include "core/plan_hier.hpp"
+
+namespace qccl {
+namespace test {
+namespace {
+
+// runRanks over a loopback group whose transports report `hostOf`.
+void runHosts(const std::vector<int>& hostOf, const Options& opts, const std::function<void(Communicator&, int)>& fn) {
+  const int n = static_cast<int>(hostOf.size());
+  std::vector<TransportPtr> ts = makeLoopbackGroup(n, hostOf);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int r = 0; r < n; ++r) comms.push_back(std::make_unique<Communicator>(std::move(ts[r]), opts));
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(*comms[r], r);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+Options testOptions() {
+  Options o;
+  o.timeoutSec = 20;
+  o.chunkBytes = 16 << 10;  // several chunks per lane
+  return o;
+}
+
+const std::vector<std::vector<int>> kShapes = {
+    {0, 0, 1, 1}, {0, 0, 0, 1}, {0, 1, 1, 2, 2, 2}, {0, 1, 0, 1, 0, 1}, {0, 0, 1, 1, 2, 2, 3, 3}, {0, 1, 2}, {0, 0, 0}};
+
+std::string describe(const std::vector<int>& h) {
+  std::string s;
+  for (int x : h) s += std::to_string(x);
+  return s;
+}
+
+TEST(Hier, Fp32IsExactAndIdenticalOnEveryRank) {
+  for (const auto& hosts : kShapes) {
+    const int n = static_cast<int>(hosts.size());
+    for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{100003}}) {
+      SCOPED_TRACE("hosts " + describe(hosts) + " count " + std::to_string(count));
+      runHosts(hosts, testOptions(), [&](Communicator& c, int r) {
+        std::vector<float> buf = exactInput(count, r), avg = buf;
+        TensorOpts t;
+        t.codec = CodecId::kFp32;
+        t.algo = Algo::kHier;
+        c.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, RedOp::kSum, t);
+        c.allreduce(avg.data(), avg.data(), count, DataType::kFloat32, RedOp::kAvg, t);
+        std::vector<float> sum(count, 0.0f);
+        for (int q = 0; q < n; ++q) {
+          const std::vector<float> x = exactInput(count, q);
+          for (size_t i = 0; i < count; ++i) sum[i] += x[i];
+        }
+        for (size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(buf[i], sum[i]) << "rank " << r << " element " << i;
+          ASSERT_EQ(avg[i], sum[i] * (1.0f / static_cast<float>(n))) << "avg, rank " << r << " element " << i;
+        }
+      });
+    }
+  }
+}
+
+TEST(Hier, LossyCodecsMatchSraPerLaneOnTheHostSums) {
+  const size_t count = 20011;
+  const Options opts = testOptions();
+  for (const auto& hosts : kShapes) {
+    for (CodecId codec : {CodecId::kOneBit, CodecId::kMaxMin, CodecId::kFp16}) {
+      SCOPED_TRACE("hosts " + describe(hosts) + " codec " + codecName(codec));
+      const int n = static_cast<int>(hosts.size());
+      CodecConfig cfg = opts.codec;
+      cfg.codec = codec;
+      cfg = resolveConfig(cfg);
+      const int steps = 2;
+      std::vector<std::vector<std::vector<float>>> out(steps, std::vector<std::vector<float>>(n));
+      runHosts(hosts, opts, [&](Communicator& c, int r) {
+        TensorOpts t;
+        t.id = 5;
+        t.codec = codec;
+        t.algo = Algo::kHier;
+        for (int s = 0; s < steps; ++s) {
+          std::vector<float> buf = exactInput(count, r + 3 * s);
+          c.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, RedOp::kSum, t);
+          out[s][r] = buf;
+        }
+      });
+      // Reference: host sums (exact: small integers), then sra among the hosts on every lane, with
+      // one residual state per lane (the same rank owns a lane in every call).
+      const std::vector<int> norm = normalizeHosts(hosts);
+      const HierPlan hp = planHier(0, hosts, count, cfg.bucket);
+      std::vector<RefState> lanes(hp.lanes.size());
+      for (int s = 0; s < steps; ++s) {
+        std::vector<std::vector<float>> hostSum(hp.hosts, std::vector<float>(count, 0.0f));
+        for (int r = 0; r < n; ++r) {
+          const std::vector<float> x = exactInput(count, r + 3 * s);
+          for (size_t i = 0; i < count; ++i) hostSum[norm[r]][i] += x[i];
+        }
+        std::vector<float> expect(count);
+        for (size_t l = 0; l < hp.lanes.size(); ++l) {
+          const Range lane = hp.lanes[l];
+          std::vector<std::vector<float>> part;
+          for (const auto& h : hostSum) part.emplace_back(h.begin() + lane.begin, h.begin() + lane.end);
+          if (lane.size() == 0) continue;
+          const std::vector<float> red = refSra(cfg, part, &lanes[l], true);
+          std::copy(red.begin(), red.end(), expect.begin() + lane.begin);
+        }
+        for (int r = 0; r < n; ++r) EXPECT_TRUE(bitEqual(out[s][r], expect)) << "call " << s << " rank " << r;
+      }
+    }
+  }
+}
+
+TEST(Hier, MismatchedCountFailsOnEveryRank) {
+  Options opts = testOptions();
+  opts.timeoutSec = 5;
+  std::vector<int> failed(4, 0);
+  runHosts({0, 0, 1, 1}, opts, [&](Communicator& c, int r) {
+    const size_t count = r == 3 ? 5000 : 4000;
+    std::vector<float> buf(count, 1.0f);
+    TensorOpts t;
+    t.id = 2;
+    t.codec = CodecId::kOneBit;
+    t.algo = Algo::kHier;
+    try {
+      c.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, RedOp::kSum, t);
+    } catch (const Error& e) {
+      failed[r] = e.code() == ErrorCode::kMismatch || e.code() == ErrorCode::kRemoteError;
+    }
+  });
+  for (int r = 0; r < 4; ++r) EXPECT_TRUE(failed[r]) << "rank " << r;
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace qccl
