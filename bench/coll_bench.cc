@@ -21,98 +21,13 @@
 #include <vector>
 
 #include "baselines.hpp"
+#include "coll_bench.hpp"
 #include "model.hpp"
 #include "qccl/codec.hpp"
 #include "qccl/qccl.h"
 #include "qccl/qccl_mpi.h"
 
-namespace {
-
-const char kHelp[] =
-    "usage: qccl-bench allreduce|allgather|reducescatter [options]   (start ranks with mpirun)\n"
-    "  -b, --minbytes N   first size in bytes of fp32 data, K/M/G suffixes (default 1M)\n"
-    "  -e, --maxbytes N   last size (default 64M)\n"
-    "  -f, --stepfactor F multiply the size by F each step (default 2)\n"
-    "  -n, --iters N      timed iterations per size (default 20)\n"
-    "  -w, --warmup N     untimed iterations first (default 5)\n"
-    "  -c, --check 0|1    check results (default 0)\n"
-    "  --codec NAME       none|fp16|bf16|onebit|signscale|maxmin|dyn8 (default: QCCL_CODEC or none)\n"
-    "  --bits N           maxmin bits 2|4|8\n"
-    "  --algo NAME        auto|ring|sra|allgather (allreduce only; default: QCCL_ALGO or auto)\n"
-    "  --transport T      mpi|ucx: what qccl runs over; for ucx rank 0 creates the unique id and\n"
-    "                     MPI_Bcast's it (default mpi)\n"
-    "  --baselines B      all|mpi: the uncompressed peers timed in every row (default all)\n"
-    "  --json | --csv     one JSON object per size / CSV with a header; else a table\n"
-    "Sizes: for allreduce the size is the tensor (count = size/4); for allgather it is the gathered\n"
-    "result, as in nccl-tests (each rank sends size/4/nranks elements); for reducescatter it is the\n"
-    "send buffer (each rank receives count = size/4/nranks elements).\n"
-    "Time is the median over iterations of the slowest rank's time. algbw = size/time;\n"
-    "busbw = algbw * 2(n-1)/n (allreduce) or (n-1)/n (allgather, reducescatter). wire_bytes = bytes this rank sent\n"
-    "per call (max over ranks, headers included); ratio = the fp32 ring's per-rank bytes / wire_bytes\n"
-    "(0 when qccl sent nothing itself: auto handed an uncompressed sum to MPI_Iallreduce).\n"
-    "Baselines, timed in the same run on the same buffers (--baselines all): MPI_Allreduce,\n"
-    "MPI_Iallreduce+MPI_Wait, qccl's fp32 ring, and gloo (torch's gloo allreduce, ring-chunked and,\n"
-    "for power-of-two ranks, halving-doubling; over TCP, GLOO_SOCKET_IFNAME or 127.0.0.1). For\n"
-    "allgather: MPI_Allgather, qccl's fp32 allgather, gloo's allgather. For reducescatter:\n"
-    "MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block+MPI_Wait, qccl's fp32 reduce-scatter (no\n"
-    "gloo: torch's gloo backend has no reduce_scatter). best_uncompressed is the\n"
-    "fastest of them and speedup_vs_best (x_best) = its time / qccl's time: the figure to quote.\n"
-    "mpi_time_s / fp16_time_s: MPI_Allreduce (or MPI_Allgather) and qccl's fp16 ring, as before.\n"
-    "For reducescatter the same keys hold its peers: mpi_time_s MPI_Reduce_scatter_block,\n"
-    "mpi_iallreduce_time_s MPI_Ireduce_scatter_block, qccl_ring_time_s qccl's fp32 reduce-scatter,\n"
-    "fp16_time_s qccl's fp16 reduce-scatter.\n"
-    "CPU per call (mean over ranks, from qccl's counters): encode, decode, wait (transport progress,\n"
-    "polling) and idle (the part of wait spent yielding or sleeping); cpu_s = process user+system.\n"
-    "-c 1: a fresh tensor (no residual yet) is reduced once more and checked; wrong is reported only\n"
-    "  for checked rows (null / '-' otherwise). An element is wrong when\n"
-    "  (a) its bits differ from rank 0's result on any rank (not for reducescatter, whose ranks hold\n"
-    "      different shards), or it is NaN/Inf; or\n"
-    "  (b) codec none: it differs from the exact sum (inputs are multiples of 2^-10 below 8 in\n"
-    "      magnitude, so every fp32 partial sum is exact in any order); or\n"
-    "  (c) lossy codecs, on rank 0: it differs from a replay of the same collective with the same\n"
-    "      config and inputs over qccl's in-process loopback transport (results are deterministic and\n"
-    "      do not depend on the transport), or |result - exact| exceeds a sound worst-case bound:\n"
-    "      with A = 4 (largest |input|) and f the codec's error per encode relative to the bucket's\n"
-    "      largest |value| (fp16 2^-11, bf16 2^-8, maxmin 2/(2^bits-1), onebit/signscale/dyn8 1),\n"
-    "      sra: f n A (2+f); allgather algo: f n A; ring (casts): n f n A (1+f)^n; allgather\n"
-    "      collective: f A; reducescatter: f n A. The bound catches scale, placement and NaN errors; the replay "
-    "catches\n"
-    "      any deviation from the plan. hier is not replayed (its result depends on the hosts).\n"
-    "  Reducescatter checks (b) on every rank, (c) on rank 0's shard.\n"
-    "  rel_err = ||result - exact||_2 / ||exact||_2 against the exact sum (gathered inputs).\n"
-    "  The exit status is 1 when any element was wrong.\n"
-    "Codec throughput: rank 0 encodes and decodeAdds 16 MiB of fp32 on one thread while the other\n"
-    "ranks sleep (they poll a non-blocking broadcast every millisecond, never spin).\n"
-    "Model (allreduce, needs the qccl_ring baseline at two sizes or more): an alpha-beta fit of the\n"
-    "link from qccl's fp32 ring rows, then per compressed row predicted_s = rounds*alpha +\n"
-    "wire_bytes*beta + codec CPU (bytes encoded and decoded at the measured throughput, times\n"
-    "ranks-on-this-node / cores), and breakeven_gbit, the link rate below which the codec beats the\n"
-    "fp32 ring. Printed after the rows (JSON: objects with \"model\").\n"
-    "peak_mem_bytes = max over ranks of qccl's residual + peak staging bytes; max_rss_bytes = the\n"
-    "largest process max RSS.\n";
-
-struct Args {
-  bool allgather = false, reduceScatter = false;
-  size_t minBytes = 1 << 20, maxBytes = 64 << 20;
-  double factor = 2.0;
-  int iters = 20, warmup = 5, check = 0;
-  std::string codec, algo, transport = "mpi", baselines = "all";
-  int bits = 0;
-  bool json = false, csv = false;
-};
-
-struct Row {
-  size_t size = 0, count = 0;
-  double timeS = 0, mpiTimeS = 0, fp16TimeS = 0;
-  std::vector<bench::Baseline> baselines;
-  bench::Baseline best;
-  double wireBytes = 0, ratio = 0, relErr = 0;
-  bool checked = false;
-  uint64_t wrong = 0, peakMem = 0, maxRss = 0;
-  // Per call, mean over ranks: seconds encoding, decoding, waiting (of which idle), process CPU.
-  double encS = 0, decS = 0, waitS = 0, idleS = 0, cpuS = 0;
-  double predictedS = -1, breakevenGbit = -1;  // from the model, after every row ran
-};
+namespace collbench {
 
 int gRank = 0, gSize = 1;
 
@@ -156,7 +71,7 @@ bool parseArgs(int argc, char** argv, Args* a) {
   for (int i = 1; i < argc; ++i) {
     std::string k = argv[i];
     if (k == "-h" || k == "--help") {
-      if (gRank == 0) std::fputs(kHelp, stdout);
+      if (gRank == 0) std::fputs(kCollHelp, stdout);
       return false;
     }
     if (k == "--json") {
@@ -237,38 +152,6 @@ double timeIt(const Args& a, const std::function<void()>& op) {
   std::sort(tmax.begin(), tmax.end());
   return tmax[a.iters / 2];
 }
-
-struct Bench {
-  Args a;
-  qcclComm_t comm = nullptr;
-  qcclConfig_t cfg{};
-  qcclTensorOpts_t opts = QCCL_TENSOR_OPTS_INIT;  // the codec under test
-  double encGBps = 0, decGBps = 0;
-  int wireBits = 32;  // bits per element on the wire, for the reports
-
-  // The collective under test (or the fp16 baseline) from send to recv.
-  void run(const float* send, float* recv, size_t count, const qcclTensorOpts_t& t, qcclComm_t c) const {
-    if (a.allgather)
-      qc(qcclAllgather(send, recv, count, qcclFloat32, &t, c, nullptr), c, "qcclAllgather");
-    else if (a.reduceScatter)
-      qc(qcclReduceScatter(send, recv, count, qcclFloat32, qcclSum, &t, c, nullptr), c, "qcclReduceScatter");
-    else
-      qc(qcclAllreduce(send, recv, count, qcclFloat32, qcclSum, &t, c, nullptr), c, "qcclAllreduce");
-  }
-  // `count` is what run() takes: allgather's send count, reduce-scatter's receive count.
-  size_t recvCount(size_t count) const { return a.allgather ? count * gSize : count; }
-  size_t sendCount(size_t count) const { return a.reduceScatter ? count * gSize : count; }
-  bench::Collective collective() const {
-    return a.allgather ? bench::Collective::kAllgather
-                       : (a.reduceScatter ? bench::Collective::kReduceScatter : bench::Collective::kAllreduce);
-  }
-  const char* name() const { return a.allgather ? "allgather" : (a.reduceScatter ? "reducescatter" : "allreduce"); }
-  // Bytes each rank sends in the fp32 ring (the uncompressed baseline's wire traffic).
-  double fp32WireBytes(size_t count) const {
-    if (a.reduceScatter) return 4.0 * count * (gSize - 1);  // n - 1 shards of count elements
-    return a.allgather ? 4.0 * count * (gSize - 1) : 4.0 * count * 2.0 * (gSize - 1) / gSize;
-  }
-};
 
 // Element i of rank `me`'s result that a correct exact collective gives.
 double exactResult(const Bench& b, size_t count, size_t i, int me) {
@@ -522,128 +405,6 @@ bench::LinkFit applyModel(const Bench& b, std::vector<Row>* rows) {
   return fit;
 }
 
-const char* codecLabel(int codec) { return qccl::codecName(static_cast<qccl::CodecId>(codec)); }
-
-void printHeader(const Bench& b) {
-  const Args& a = b.a;
-  if (a.csv) {
-    std::printf(
-        "size,count,codec,bits,algo,transport,nranks,time_s,algbw,busbw,wire_bytes,ratio,rel_err,wrong,"
-        "peak_mem_bytes,max_rss_bytes,best_uncompressed,best_uncompressed_time_s,speedup_vs_best,mpi_time_s,"
-        "mpi_iallreduce_time_s,qccl_ring_time_s,gloo_time_s,fp16_time_s,speedup_vs_mpi,speedup_vs_fp16,"
-        "encode_s,decode_s,wait_s,idle_s,cpu_s\n");
-  } else if (!a.json) {
-    std::printf("# qccl-bench %s: %d ranks, transport %s, codec %s, bits %d, algo %s, check %d, baselines %s%s\n",
-                b.name(), gSize, a.transport.c_str(), codecLabel(b.opts.codec), b.wireBits, algoName(b.opts.algo),
-                a.check, a.baselines.c_str(), bench::haveGloo() ? " (gloo in)" : " (no gloo in this build)");
-    if (b.opts.codec != qcclCodecNone)
-      std::printf(
-          "# codec throughput (rank 0, one thread, other ranks asleep): encode %.2f GB/s, decodeAdd %.2f GB/s\n",
-          b.encGBps, b.decGBps);
-    std::printf("#%11s %10s %10s %7s %7s %11s %6s %6s %-22s %10s %6s %6s %9s %6s %8s %7s %7s %7s %7s\n", "size",
-                "count", "time_us", "algbw", "busbw", "wire_B", "ratio", "x_best", "best", "best_us", "x_mpi", "x_fp16",
-                "rel_err", "wrong", "peak_MB", "enc_ms", "dec_ms", "wait_ms", "idle_ms");
-  }
-}
-
-// The gloo variant that ran fastest, or -1.
-double glooTime(const Row& r, std::string* name) {
-  double best = -1;
-  for (const bench::Baseline& x : r.baselines) {
-    if (x.name.rfind("gloo", 0) == 0 && x.timeS >= 0 && (best < 0 || x.timeS < best)) {
-      best = x.timeS;
-      if (name) *name = x.name;
-    }
-  }
-  return best;
-}
-
-std::string wrongText(const Row& r, const char* none) {
-  return r.checked ? std::to_string(static_cast<unsigned long long>(r.wrong)) : std::string(none);
-}
-
-void printRow(const Bench& b, const Row& r) {
-  double algbw = r.size / r.timeS / 1e9;
-  double factor = b.a.allgather || b.a.reduceScatter ? (gSize - 1.0) / gSize : 2.0 * (gSize - 1.0) / gSize;
-  double busbw = algbw * factor, xm = r.mpiTimeS / r.timeS, xf = r.fp16TimeS / r.timeS;
-  double xb = r.best.timeS > 0 ? r.best.timeS / r.timeS : 0;
-  const char* codec = codecLabel(b.opts.codec);
-  const char* algo = b.a.allgather ? "allgather" : (b.a.reduceScatter ? "scatter" : algoName(b.opts.algo));
-  std::string glooName = "none";
-  const double gloo = glooTime(r, &glooName);
-  const double iall = bench::timeOf(r.baselines, b.a.reduceScatter ? "mpi_ireduce_scatter_block" : "mpi_iallreduce");
-  const double ring = bench::timeOf(r.baselines, b.a.allgather       ? "qccl_allgather"
-                                                 : b.a.reduceScatter ? "qccl_reduce_scatter"
-                                                                     : "qccl_ring");
-  if (b.a.json) {
-    std::string base;
-    for (const bench::Baseline& x : r.baselines)
-      base += std::string(base.empty() ? "" : ",") + "\"" + x.name + "\":" + std::to_string(x.timeS);
-    std::printf(
-        "{\"collective\":\"%s\",\"size\":%zu,\"count\":%zu,\"codec\":\"%s\",\"bits\":%d,\"algo\":\"%s\","
-        "\"transport\":\"%s\",\"nranks\":%d,\"time_s\":%.9g,\"algbw\":%.6g,\"busbw\":%.6g,"
-        "\"wire_bytes\":%.0f,\"ratio\":%.6g,\"rel_err\":%.6g,\"wrong\":%s,\"checked\":%s,\"peak_mem_bytes\":%llu,"
-        "\"max_rss_bytes\":%llu,\"best_uncompressed\":\"%s\",\"best_uncompressed_time_s\":%.9g,"
-        "\"speedup_vs_best\":%.6g,\"baselines\":{%s},\"mpi_time_s\":%.9g,\"mpi_iallreduce_time_s\":%.9g,"
-        "\"qccl_ring_time_s\":%.9g,\"gloo_time_s\":%.9g,\"gloo_algo\":\"%s\",\"fp16_time_s\":%.9g,"
-        "\"speedup_vs_mpi\":%.6g,\"speedup_vs_fp16\":%.6g,\"encode_gbps\":%.6g,\"decode_gbps\":%.6g,"
-        "\"cpu\":{\"encode_s\":%.6g,\"decode_s\":%.6g,\"wait_s\":%.6g,\"idle_s\":%.6g,\"process_s\":%.6g}}\n",
-        b.name(), r.size, r.count, codec, b.wireBits, algo, b.a.transport.c_str(), gSize, r.timeS, algbw, busbw,
-        r.wireBytes, r.ratio, r.relErr, wrongText(r, "null").c_str(), r.checked ? "true" : "false",
-        (unsigned long long)r.peakMem, (unsigned long long)r.maxRss, r.best.name.c_str(), r.best.timeS, xb,
-        base.c_str(), r.mpiTimeS, iall, ring, gloo, glooName.c_str(), r.fp16TimeS, xm, xf, b.encGBps, b.decGBps, r.encS,
-        r.decS, r.waitS, r.idleS, r.cpuS);
-  } else if (b.a.csv) {
-    std::printf(
-        "%zu,%zu,%s,%d,%s,%s,%d,%.9g,%.6g,%.6g,%.0f,%.6g,%.6g,%s,%llu,%llu,%s,%.9g,%.6g,%.9g,%.9g,%.9g,%.9g,%.9g,%.6g,"
-        "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
-        r.size, r.count, codec, b.wireBits, algo, b.a.transport.c_str(), gSize, r.timeS, algbw, busbw, r.wireBytes,
-        r.ratio, r.relErr, wrongText(r, "").c_str(), (unsigned long long)r.peakMem, (unsigned long long)r.maxRss,
-        r.best.name.c_str(), r.best.timeS, xb, r.mpiTimeS, iall, ring, gloo, r.fp16TimeS, xm, xf, r.encS, r.decS,
-        r.waitS, r.idleS, r.cpuS);
-  } else {
-    std::printf(
-        "%12zu %10zu %10.1f %7.2f %7.2f %11.0f %6.2f %6.2f %-22s %10.1f %6.2f %6.2f %9.2e %6s %8.1f %7.2f %7.2f "
-        "%7.2f %7.2f\n",
-        r.size, r.count, r.timeS * 1e6, algbw, busbw, r.wireBytes, r.ratio, xb, r.best.name.c_str(), r.best.timeS * 1e6,
-        xm, xf, r.relErr, wrongText(r, "-").c_str(), r.peakMem / 1048576.0, r.encS * 1e3, r.decS * 1e3, r.waitS * 1e3,
-        r.idleS * 1e3);
-  }
-  std::fflush(stdout);
-}
-
-void printModel(const Bench& b, const bench::LinkFit& fit, const std::vector<Row>& rows) {
-  if (!fit.ok) {
-    if (!b.a.json && !b.a.csv) std::printf("# model: no fit (needs the qccl_ring baseline at two sizes or more)\n");
-    return;
-  }
-  if (b.a.json) {
-    std::printf("{\"model\":\"fit\",\"alpha_s\":%.6g,\"beta_s_per_byte\":%.6g,\"link_gbit\":%.6g}\n", fit.alpha,
-                fit.beta, fit.gbit());
-  } else if (!b.a.csv) {
-    std::printf("# model: alpha %.1f us per round, link %.3f Gbit/s per rank (fit of the fp32 ring rows)\n",
-                fit.alpha * 1e6, fit.gbit());
-    if (b.opts.codec != qcclCodecNone && !b.a.allgather && !b.a.reduceScatter)
-      std::printf("#%11s %12s %12s %8s %12s\n", "size", "measured_us", "predicted_us", "pred/meas", "breakeven_Gb");
-  }
-  if (b.opts.codec == qcclCodecNone || b.a.allgather || b.a.reduceScatter) return;
-  for (const Row& r : rows) {
-    if (r.predictedS < 0) continue;
-    if (b.a.json) {
-      const std::string be = std::isinf(r.breakevenGbit) ? "null" : std::to_string(r.breakevenGbit);
-      std::printf(
-          "{\"model\":\"row\",\"size\":%zu,\"codec\":\"%s\",\"bits\":%d,\"measured_s\":%.9g,"
-          "\"predicted_s\":%.9g,\"predicted_over_measured\":%.6g,\"breakeven_gbit\":%s,"
-          "\"breakeven_any_rate\":%s}\n",
-          r.size, codecLabel(b.opts.codec), b.wireBits, r.timeS, r.predictedS, r.predictedS / r.timeS, be.c_str(),
-          std::isinf(r.breakevenGbit) ? "true" : "false");
-    } else if (!b.a.csv) {
-      std::printf("#%11zu %12.1f %12.1f %8.2f %12.2f\n", r.size, r.timeS * 1e6, r.predictedS * 1e6,
-                  r.predictedS / r.timeS, r.breakevenGbit);
-    }
-  }
-}
-
 qcclComm_t makeComm(const Bench& b) {
   qcclComm_t comm = nullptr;
   if (b.a.transport == "ucx") {
@@ -680,7 +441,9 @@ void setup(Bench* b) {
   b->opts.algo = b->a.allgather ? -1 : b->cfg.algo;
 }
 
-}  // namespace
+}  // namespace collbench
+
+using namespace collbench;
 
 int runCollBench(const char* which, int argc, char** argv) {
   int provided = 0;
