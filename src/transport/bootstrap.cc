@@ -463,9 +463,11 @@ std::vector<std::string> bootstrapAllgather(const UniqueId& id, int nranks, int 
   return bootstrapConnect(id, nranks, rank, local, timeoutSec).blobs;
 }
 
-// Liveness notices on the kept connections: one type byte and the int32 rank it is about.
-// 'B': the sender leaves in good order. 'D' (from rank 0 only): that rank died.
+// Liveness notices on the kept connections: one type byte, the int32 rank it is about, an int32
+// error code. 'B': the sender leaves in good order. 'D' (from rank 0 only): that rank died. 'A':
+// that rank aborted; a uint16 length and that many bytes of reason follow the nine bytes.
 constexpr size_t kNoticeBytes = 9;
+constexpr size_t kReasonLenBytes = 2;
 
 BootstrapLinks::BootstrapLinks(int rank, int nranks) : rank_(rank), fds_(nranks, -1), inbox_(nranks) {}
 
@@ -492,19 +494,27 @@ void BootstrapLinks::adopt(int peer, int fd) {
   fds_[peer] = fd;
 }
 
-// A notice: its type ('B' goodbye, 'D' death, 'A' abort), the rank it is about, an error code.
-void BootstrapLinks::tell(int peer, char type, int32_t who, int32_t code) noexcept {
-  char msg[kNoticeBytes];
+// A notice: its type ('B' goodbye, 'D' death, 'A' abort), the rank it is about, an error code;
+// an abort notice then carries its reason.
+void BootstrapLinks::tell(int peer, char type, int32_t who, int32_t code, const std::string& reason) noexcept {
+  char msg[kNoticeBytes + kReasonLenBytes + kMaxLinkReason];
   msg[0] = type;
   std::memcpy(msg + 1, &who, sizeof who);
   std::memcpy(msg + 5, &code, sizeof code);
-  // Nine bytes on an idle socket: a full send buffer would mean the peer is stuck anyway.
-  (void)::send(fds_[peer], msg, sizeof msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  size_t len = kNoticeBytes;
+  if (type == 'A') {
+    const uint16_t n = static_cast<uint16_t>(std::min(reason.size(), kMaxLinkReason));
+    std::memcpy(msg + kNoticeBytes, &n, sizeof n);
+    std::memcpy(msg + kNoticeBytes + kReasonLenBytes, reason.data(), n);
+    len += kReasonLenBytes + n;
+  }
+  // A few hundred bytes on an idle socket: a full send buffer would mean the peer is stuck anyway.
+  (void)::send(fds_[peer], msg, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-void BootstrapLinks::sendAbort(int32_t code) noexcept {
+void BootstrapLinks::sendAbort(int32_t code, const std::string& reason) noexcept {
   for (size_t p = 0; p < fds_.size(); ++p) {
-    if (fds_[p] >= 0) tell(static_cast<int>(p), 'A', rank_, code);
+    if (fds_[p] >= 0) tell(static_cast<int>(p), 'A', rank_, code, reason);
   }
 }
 
@@ -527,6 +537,7 @@ std::vector<int> BootstrapLinks::poll() noexcept {
 void BootstrapLinks::poll(LinkEvents* out) noexcept {
   out->dead.clear();
   out->abort = false;
+  out->abortReason.clear();
   try {
     pfds_.clear();
     for (size_t p = 0; p < fds_.size(); ++p) {
@@ -536,17 +547,33 @@ void BootstrapLinks::poll(LinkEvents* out) noexcept {
     for (const pollfd& pf : pfds_) {
       if (pf.revents == 0) continue;
       int peer = static_cast<int>(std::find(fds_.begin(), fds_.end(), pf.fd) - fds_.begin());
-      char buf[64];
+      char buf[512];
       ssize_t n = ::recv(pf.fd, buf, sizeof buf, MSG_DONTWAIT);
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
       if (n > 0) inbox_[peer].append(buf, static_cast<size_t>(n));
       bool bye = false;
       while (inbox_[peer].size() >= kNoticeBytes && !bye) {
+        const std::string& in = inbox_[peer];
         int32_t who = -1, code = 0;
-        std::memcpy(&who, inbox_[peer].data() + 1, sizeof who);
-        std::memcpy(&code, inbox_[peer].data() + 5, sizeof code);
-        char type = inbox_[peer][0];
-        inbox_[peer].erase(0, kNoticeBytes);
+        std::memcpy(&who, in.data() + 1, sizeof who);
+        std::memcpy(&code, in.data() + 5, sizeof code);
+        const char type = in[0];
+        size_t len = kNoticeBytes;
+        std::string reason;
+        if (type == 'A') {
+          if (in.size() < kNoticeBytes + kReasonLenBytes) break;  // the rest is still on its way
+          uint16_t n = 0;
+          std::memcpy(&n, in.data() + kNoticeBytes, sizeof n);
+          // A length beyond the bound is not a notice this code wrote: the link is garbage.
+          if (n > kMaxLinkReason) {
+            n = 0;
+            code = 0;
+          }
+          len += kReasonLenBytes + n;
+          if (in.size() < len) break;
+          reason.assign(in.data() + kNoticeBytes + kReasonLenBytes, n);
+        }
+        inbox_[peer].erase(0, len);
         if (type == 'B') bye = true;
         bool valid = who >= 0 && who < static_cast<int>(fds_.size()) && who != rank_;
         if (type == 'D' && peer == 0 && valid) out->dead.push_back(who);
@@ -556,10 +583,11 @@ void BootstrapLinks::poll(LinkEvents* out) noexcept {
             out->abort = true;
             out->abortFrom = who;
             out->abortCode = code;
+            out->abortReason = reason;
           }
           if (rank_ == 0) {
             for (size_t p = 0; p < fds_.size(); ++p)
-              if (fds_[p] >= 0 && static_cast<int>(p) != who) tell(static_cast<int>(p), 'A', who, code);
+              if (fds_[p] >= 0 && static_cast<int>(p) != who) tell(static_cast<int>(p), 'A', who, code, reason);
           }
         }
       }

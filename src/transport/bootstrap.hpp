@@ -41,7 +41,8 @@ struct LinkEvents {
   std::vector<int> dead;  ///< ranks whose process is gone
   bool abort = false;     ///< a rank's abort notice arrived
   int abortFrom = -1;
-  int32_t abortCode = 0;  ///< its ErrorCode value
+  int32_t abortCode = 0;    ///< its ErrorCode value
+  std::string abortReason;  ///< its reason (at most kMaxLinkReason bytes)
 };
 
 /// The bootstrap connections, kept open after the exchange so that ranks learn when a process
@@ -66,12 +67,15 @@ class BootstrapLinks {
   void poll(LinkEvents* out) noexcept;
   /// The ranks learnt dead since the last call (poll() without the notices).
   std::vector<int> poll() noexcept;
-  /// Tells every rank (through rank 0 unless this is rank 0) that this rank aborted with `code`.
-  void sendAbort(int32_t code) noexcept;
+  /// Tells every rank (through rank 0 unless this is rank 0) that this rank aborted with `code`
+  /// and `reason` (cut to kMaxLinkReason bytes). The reason travels with the notice, so a peer
+  /// that hears of the abort here first still reports why.
+  void sendAbort(int32_t code, const std::string& reason) noexcept;
+  static constexpr size_t kMaxLinkReason = 240;
 
  private:
   void lost(int peer, LinkEvents* out) noexcept;
-  void tell(int peer, char type, int32_t who, int32_t code = 0) noexcept;
+  void tell(int peer, char type, int32_t who, int32_t code = 0, const std::string& reason = {}) noexcept;
 
   int rank_;
   std::vector<int> fds_;            // by rank; -1 when there is none

@@ -277,7 +277,8 @@ class UcxTransport final : public Transport {
         const int32_t c = linkEvents_.abortCode;  // from the wire: only known codes pass
         linkAbort_.code = c > 0 && c <= static_cast<int32_t>(ErrorCode::kTransportError) ? static_cast<ErrorCode>(c)
                                                                                          : ErrorCode::kRemoteError;
-        linkAbort_.reason = "(notice through the bootstrap connection)";
+        linkAbort_.reason =
+            linkEvents_.abortReason.empty() ? "(notice through the bootstrap connection)" : linkEvents_.abortReason;
       }
     }
   }
@@ -294,7 +295,7 @@ class UcxTransport final : public Transport {
             ucp_tag_send_nbx(eps_[p], abortOut_.data(), abortOut_.size(), fullTag(rank_, kMaxTag), &prm);
         if (UCS_PTR_IS_PTR(r)) abortSends_.push_back(r);
       }
-      if (links_) links_->sendAbort(static_cast<int32_t>(code));
+      if (links_) links_->sendAbort(static_cast<int32_t>(code), reason);
       auto until = Clock::now() + kAbortDrive;
       while (Clock::now() < until && !abortSendsDone()) progress();
     } catch (...) {

@@ -177,5 +177,59 @@ TEST(BootstrapLinks, DeathIsReportedAndGoodbyeIsNot) {
   }
 }
 
+// Rank 2 aborts and exits at once, without a goodbye: rank 0 hears the notice from rank 2, rank 1
+// through rank 0, both with the code and the reason (cut to kMaxLinkReason bytes), then the death.
+TEST(BootstrapLinks, AbortNoticeCarriesItsReasonThroughTheHub) {
+  UniqueId id;
+  getUniqueId(&id);
+  const std::string reason = "codec differs on rank 2: " + std::string(400, 'r');
+  pid_t pid = fork();
+  if (pid == 0) {
+    try {
+      BootstrapResult r = bootstrapConnect(id, 3, 2, "c", 10);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      r.links->sendAbort(static_cast<int32_t>(ErrorCode::kMismatch), reason);
+      _exit(0);  // right after the notice, no destructors
+    } catch (...) {
+      _exit(1);
+    }
+  }
+  std::vector<LinkEvents> got(2);
+  std::vector<std::vector<int>> dead(2);
+  std::vector<std::string> errs(2);
+  std::vector<std::thread> th;
+  for (int r = 0; r < 2; ++r) {
+    th.emplace_back([&, r] {
+      try {
+        BootstrapResult res = bootstrapConnect(id, 3, r, "p", 10);
+        auto until = Clock::now() + std::chrono::seconds(10);
+        LinkEvents ev;
+        while (Clock::now() < until && (!got[r].abort || dead[r].empty())) {
+          res.links->poll(&ev);
+          if (ev.abort && !got[r].abort) got[r] = ev;
+          for (int d : ev.dead) dead[r].push_back(d);
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 relays before leaving
+      } catch (const std::exception& e) {
+        errs[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : th) t.join();
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(errs[r], "");
+    EXPECT_TRUE(got[r].abort);
+    EXPECT_EQ(got[r].abortFrom, 2);
+    EXPECT_EQ(got[r].abortCode, static_cast<int32_t>(ErrorCode::kMismatch));
+    EXPECT_EQ(got[r].abortReason, reason.substr(0, BootstrapLinks::kMaxLinkReason));
+    EXPECT_EQ(dead[r], std::vector<int>{2});
+  }
+}
+
 }  // namespace
 }  // namespace qccl

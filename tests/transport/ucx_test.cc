@@ -132,7 +132,7 @@ int childAbort(Transport& t) {
   std::vector<RequestPtr> reqs;
   reqs.push_back(t.irecv(1, 5, &x, sizeof x));
   try {
-    waitAll(t, reqs, after(20), "waiting for rank 1");
+    waitAll(t, reqs, after(30), "waiting for rank 1");
     CHILD_CHECK(false, "no abort seen");
   } catch (const Error& e) {
     CHILD_CHECK(e.code() == ErrorCode::kRemoteError, "%s", e.what());
@@ -161,16 +161,17 @@ int childDeadPeer(Transport& t, int victim) {
     for (int p = 0; p < n; ++p) reqs.push_back(t.isend(p, round, out.data(), 1 << 18));
     auto t0 = Clock::now();
     try {
-      waitAll(t, reqs, after(round == 0 ? 30 : 6), "exchange");
+      waitAll(t, reqs, after(30), "exchange");
       CHILD_CHECK(round == 0, "round 1 finished although rank %d died", victim);
     } catch (const Error& e) {
       double s = std::chrono::duration<double>(Clock::now() - t0).count();
       std::fprintf(stderr, "rank %d: round %d: %s after %.2f s: %s\n", rank, round, errorCodeName(e.code()), s,
                    e.what());
       CHILD_CHECK(round == 1, "error in the first round");
-      // The bootstrap links report the death on every transport, well before the timeout.
+      // The bootstrap links report the death on every transport, well before the timeout (the
+      // bound leaves room for a loaded CI machine; unloaded it takes milliseconds).
       CHILD_CHECK(e.code() == ErrorCode::kRemoteError, "wrong code");
-      CHILD_CHECK(s < 5.0, "took %.2f s", s);
+      CHILD_CHECK(s < 15.0, "took %.2f s", s);
       return 0;
     }
   }
@@ -200,14 +201,14 @@ int childDeadBystander(Transport& t) {
   reqs.push_back(t.irecv(rank == 0 ? 1 : 0, 2, &x, sizeof x));
   auto t0 = Clock::now();
   try {
-    waitAll(t, reqs, after(20), "waiting on a live rank");
+    waitAll(t, reqs, after(30), "waiting on a live rank");
     CHILD_CHECK(false, "the wait finished although nobody sent");
   } catch (const Error& e) {
     double s = std::chrono::duration<double>(Clock::now() - t0).count();
     std::fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank, errorCodeName(e.code()), s, e.what());
     CHILD_CHECK(e.code() == ErrorCode::kRemoteError, "wrong code");
     CHILD_CHECK(std::strstr(e.what(), ("rank " + std::to_string(victim)).c_str()) != nullptr, "names no victim");
-    CHILD_CHECK(s < 5.0, "took %.2f s", s);
+    CHILD_CHECK(s < 15.0, "took %.2f s", s);
   }
   return 0;
 }
@@ -321,17 +322,17 @@ TEST(UcxProcesses, AllToAll) {
 TEST(UcxProcesses, AbortReachesPeers) {
   for (const auto& tl : kTransports) {
     SCOPED_TRACE(tl.first);
-    expectAllZero(launch("abort", 3, tl.second, 40));
+    expectAllZero(launch("abort", 3, tl.second, 60));
   }
 }
 
 TEST(UcxProcesses, DeadPeerGivesErrorNotHang) {
   for (const auto& tl : kTransports) {
     SCOPED_TRACE(tl.first);
-    expectAllZero(launch("deadpeer", 3, tl.second, 40));
+    expectAllZero(launch("deadpeer", 3, tl.second, 60));
     // Rank 0 relays deaths; its own death is seen directly on every rank's link to it.
-    expectAllZero(launch("deadroot", 3, tl.second, 40));
-    expectAllZero(launch("deadbystander", 3, tl.second, 40));
+    expectAllZero(launch("deadroot", 3, tl.second, 60));
+    expectAllZero(launch("deadbystander", 3, tl.second, 60));
   }
 }
 
