@@ -171,6 +171,10 @@ class Communicator:
     def __init__(self, comm: "_qccl.Comm"):
         self._comm = comm
         self._lock = threading.Lock()
+        # Objects that run collectives on this communicator from their own thread (the DDP hook's
+        # HookState): destroy() calls their close() first, so no call of theirs outlives it.
+        self._before_destroy: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._hook_count = 0  # HookStates made on it: each gets its own range of tensor ids
         _live.add(self)
 
     @property
@@ -275,7 +279,10 @@ class Communicator:
 
     def destroy(self) -> None:
         """Frees the communicator once a running call on it has returned; later calls raise. Safe
-        to call twice."""
+        to call twice. The DDP hook states using it finish their queued buckets and stop first
+        (``HookState.close``); from one of their own jobs, only the communicator is freed."""
+        for user in list(self._before_destroy):
+            user.close()
         self._comm.destroy()
 
     def abort(self) -> None:

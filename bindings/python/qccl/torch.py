@@ -17,8 +17,17 @@ the bytes and quantizing them hurts accuracy most. The first ``warmup_steps`` st
 everything as fp32 (CNTK's "distributed after", PowerSGD's start iteration).
 
 Error feedback: each bucket's compressed part has a residual in the communicator, keyed by a
-tensor id derived from the bucket index and the element count. DDP rebuilds its buckets once after
-the first step; when a bucket's layout changes, its residual is released and starts from zero.
+tensor id given to the bucket's exact list of parameters (the objects, not their shapes). DDP
+rebuilds its buckets once after the first step; a bucket whose parameters change gets a new id,
+its old residual is released and the new one starts from zero, so two buckets of identically
+shaped layers (transformer blocks) never take over each other's residuals. Ids agree across ranks
+because DDP hands every rank its buckets in the same order.
+
+Lifetime: the collectives run on one worker thread per state (``async_op=True``). ``close()``
+finishes the queued buckets and joins it; ``comm.destroy()`` and interpreter exit do the same
+first, so no collective runs on a freed communicator. CUDA buckets: the worker enqueues on the
+stream that was current when DDP called the hook (on the bucket's device) and completes the
+future once that stream has finished the exchange.
 
 Momentum-aware compression: ``HookState(..., optimizer=opt)`` with the ``torch.optim.SGD``,
 ``Adam`` or ``AdamW`` that steps the model exchanges each rank's local momentum instead of its
@@ -26,9 +35,11 @@ gradient for the compressed parameters and returns the gradient that makes ``opt
 the averaged momentum (:mod:`qccl.momentum`). The training loop stays as it is.
 """
 
+import atexit
 import itertools
 import queue
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -43,16 +54,17 @@ __all__ = ["HookState", "allreduce_hook"]
 _ID_BASE = 0x7163636C << 32  # "qccl" in the high bits: keeps hook ids apart from a user's ids
 _ONE_BIT = ("onebit", "signscale")
 _MAX_ALLGATHER_RANKS = 8  # allgather sends n - 1 encoded copies per rank, sra 2 (n - 1) / n
+_EXIT_DRAIN_SECONDS = 30.0  # at interpreter exit, how long queued buckets may take before interrupt
+_STOP = object()  # the worker's end-of-queue marker
 
 
 @dataclass
 class _BucketPlan:
-    signature: Tuple[Tuple[int, ...], ...]
+    signature: Tuple[Any, ...]  # (parameter ids, shapes, numel)
     compressed: List[Tuple[int, int]]  # (offset, numel) segments of the flat bucket buffer
     raw: List[Tuple[int, int]]
     compressed_id: int
     raw_id: int
-    stale_ids: List[int]  # residuals of the bucket's previous layout, freed before its next exchange
     params: List[Tuple[int, int, Any]]  # (offset, numel, parameter) of the compressed parameters
 
 
@@ -79,8 +91,6 @@ class HookState:
         scheme: with ``optimizer``: ``"dgc"`` (default), ``"ef21"``, ``"onebit_adam"`` (needs
             ``warmup_steps``) or ``"plain"``; see :mod:`qccl.momentum`.
     """
-
-    _instances = itertools.count()
 
     def __init__(self, comm: Optional[Communicator] = None, codec: str = "onebit", bits: Optional[int] = None,
                  algo: Optional[str] = None, min_compress_numel: int = 1024, compress_1d: bool = False,
@@ -115,10 +125,19 @@ class HookState:
         self.step = 0
         self._plans: Dict[int, _BucketPlan] = {}
         # Each state gets its own id range, so two models hooked to one communicator never share
-        # residuals. Ranks create their states in the same order, so the ids agree across ranks.
-        self._id_base = _ID_BASE + (next(HookState._instances) << 24)
+        # residuals. Ranks create their states on a communicator in the same order, so the ids
+        # agree across ranks (counted per communicator: ranks may share a process, as loopback's do).
+        self._id_base = _ID_BASE + (comm._hook_count << 24)
+        comm._hook_count += 1
+        self._layouts: Dict[Tuple[Any, ...], int] = {}  # parameter list -> residual slot
+        self._retired: set = set()  # residual ids of replaced layouts, not yet freed
+        self._slots = itertools.count()  # never reused: ids agree across ranks by order of first use
         self._queue: Optional[queue.Queue] = None
         self._worker: Optional[threading.Thread] = None
+        self._worker_lock = threading.Lock()
+        self._closed = False
+        _states.add(self)
+        comm._before_destroy.add(self)  # destroy() drains this state's worker first
         if optimizer is None and scheme is not None:
             raise Error("scheme needs optimizer", INVALID_ARGUMENT)
         self.momentum: Optional[MomentumCorrection] = None
@@ -143,14 +162,21 @@ class HookState:
         if sum(p.numel() for p in params) != numel:
             # Unknown layout: treat the bucket as one matrix, compressed when large enough.
             shapes, params = ((1, numel),), []
-        signature = shapes + ((numel,),)
+        # The parameters themselves key the residual: shapes alone would let two buckets of
+        # identical layers trade residuals when DDP rebuilds its buckets.
+        owners = tuple(id(p) for p in params) if params else ("index", index)
+        signature = (owners, shapes, numel)
         plan = self._plans.get(index)
         if plan is not None and plan.signature == signature:
             return plan
-        base = self._id_base + 2 * index
-        # DDP rebuilt its buckets: the old residuals no longer line up. They are freed by the job
-        # of this bucket, in order with the collectives still queued on the worker thread.
-        stale = [plan.compressed_id, plan.raw_id] if plan is not None else []
+        slot = self._layouts.get(signature)
+        if slot is None:
+            slot = self._layouts[signature] = next(self._slots)
+        base = self._id_base + 2 * slot
+        if plan is not None:
+            # DDP rebuilt its buckets. The old layout's residuals are freed at the end of this
+            # step unless another bucket took that exact layout (retire()).
+            self._retired.update((plan.compressed_id, plan.raw_id))
         if self.momentum is not None and not params:
             raise Error("optimizer= needs GradBucket.parameters() (torch >= 1.10)", INVALID_ARGUMENT)
         compressed, raw, offset, corrected = [], [], 0, []
@@ -164,11 +190,29 @@ class HookState:
             if self.momentum is not None and self._compressible(shape, n) and self.momentum.active(params[k]):
                 corrected.append((offset, n, params[k]))
             offset += n
-        plan = _BucketPlan(signature, _merge(compressed), _merge(raw), base, base + 1, stale, corrected)
+        plan = _BucketPlan(signature, _merge(compressed), _merge(raw), base, base + 1, corrected)
         self._plans[index] = plan
         return plan
 
-    def _reduce(self, buf: torch.Tensor, plan: _BucketPlan, warm: bool, step: int) -> None:
+    def retire(self, buckets: Optional[int] = None) -> List[int]:
+        """The residual ids that no bucket uses any more (called with the last bucket of a step,
+        ``buckets`` its index + 1): the layouts DDP's rebuild replaced and no other bucket took
+        over, and those of bucket indices the rebuild left out."""
+        if buckets is not None:
+            for index in [i for i in self._plans if i >= buckets]:
+                gone = self._plans.pop(index)
+                self._retired.update((gone.compressed_id, gone.raw_id))
+        live = {i for p in self._plans.values() for i in (p.compressed_id, p.raw_id)}
+        gone = sorted(self._retired - live)
+        self._retired.clear()
+        for sig in [sig for sig, slot in self._layouts.items() if self._id_base + 2 * slot in gone]:
+            del self._layouts[sig]  # a parameter list seen again later starts a new residual
+        return gone
+
+    def _reduce(self, buf: torch.Tensor, plan: _BucketPlan, warm: bool, step: int,
+                release: Tuple[int, ...] = ()) -> None:
+        for tensor_id in release:  # on the worker, in order with the collectives queued before
+            self.comm.release(tensor_id)
         mc = self.momentum
         corrected = plan.params if mc is not None and mc.corrects(step) else []
         for o, n, p in corrected:
@@ -179,8 +223,6 @@ class HookState:
 
     def _exchange(self, buf: torch.Tensor, plan: _BucketPlan, warm: bool) -> None:
         comm = self.comm
-        while plan.stale_ids:
-            comm.release(plan.stale_ids.pop())
         if warm or not plan.compressed:
             comm.allreduce(buf, op="avg", codec="none", tensor_id=plan.raw_id)
             return
@@ -216,21 +258,53 @@ class HookState:
             self.momentum.load_state_dict(sd["momentum"])
 
     def _submit(self, job, fut: torch.futures.Future) -> None:
-        if self._worker is None:
-            self._queue = queue.Queue()
-            self._worker = threading.Thread(target=self._run, name="qccl-ddp-hook", daemon=True)
-            self._worker.start()
-        self._queue.put((job, fut))
+        with self._worker_lock:
+            if self._closed:
+                raise Error("qccl hook: this HookState was closed (or its communicator destroyed)", INVALID_ARGUMENT)
+            if self._worker is None:
+                self._queue = queue.Queue()
+                self._worker = threading.Thread(target=self._run, args=(self._queue,), name="qccl-ddp-hook",
+                                                daemon=True)
+                self._worker.start()
+            self._queue.put((job, fut))
 
-    def _run(self) -> None:
+    @staticmethod
+    def _run(jobs: "queue.Queue") -> None:
         # One thread, first in first out: every rank issues the buckets' collectives in DDP's order.
         while True:
-            job, fut = self._queue.get()
+            item = jobs.get()
+            if item is _STOP:
+                return
+            job, fut = item
             try:
                 fut.set_result(job())
             except BaseException as e:  # handed to DDP, which raises it from backward()
                 fut.set_exception(e)
 
+    def close(self, timeout: Optional[float] = None) -> bool:
+        """Finishes the buckets already queued, stops the worker thread and joins it; later hook
+        calls raise. ``timeout``: seconds to wait for the queued collectives (None: as long as they
+        take, each within the communicator's own timeout); past it the communicator is interrupted
+        (its running call raises ``qcclCommFailed``) and the worker is joined. Returns False when
+        an interrupt was needed. Safe to call twice."""
+        with self._worker_lock:
+            self._closed = True
+            worker, jobs = self._worker, self._queue
+            self._worker = None
+        if worker is None:
+            return True
+        jobs.put(_STOP)
+        if worker is threading.current_thread():
+            return True  # closed from a job on the worker itself: it ends after this job
+        worker.join(timeout)
+        if not worker.is_alive():
+            return True
+        try:
+            self.comm.interrupt()
+        except Error:
+            pass  # already destroyed: the running call returns on its own
+        worker.join()
+        return False
 
 def _merge(segments: List[Tuple[int, int]]) -> List[Tuple[int, int]]:
     """Joins adjacent segments, so a bucket with one kind of parameter needs no copy."""
@@ -253,22 +327,53 @@ def allreduce_hook(state: "HookState", bucket: dist.GradBucket) -> torch.futures
     plan = state.plan(bucket)
     step = state.step
     warm = step < state.warmup_steps
+    release: Tuple[int, ...] = ()
     if bucket.is_last():
         state.step += 1
+        release = tuple(state.retire(bucket.index() + 1))
 
-    def job() -> torch.Tensor:
-        state._reduce(buf, plan, warm, step)
-        return buf
+    if buf.is_cuda:
+        # The worker enqueues on the stream backward filled the bucket on, with the bucket's
+        # device current, and completes the future only once that stream has run the exchange.
+        stream = torch.cuda.current_stream(buf.device)
+
+        def job() -> torch.Tensor:
+            with torch.cuda.device(buf.device), torch.cuda.stream(stream):
+                state._reduce(buf, plan, warm, step, release)
+            stream.synchronize()
+            return buf
+    else:
+
+        def job() -> torch.Tensor:
+            state._reduce(buf, plan, warm, step, release)
+            return buf
 
     fut: torch.futures.Future = torch.futures.Future()
     if state.async_op:
-        state._submit(job, fut)
+        try:
+            state._submit(job, fut)
+        except Error as e:
+            fut.set_exception(e)
     else:
         try:
             fut.set_result(job())
         except Error as e:
             fut.set_exception(e)
     return fut
+
+
+_states: "weakref.WeakSet[HookState]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    # Registered after qccl's own exit handler, so it runs first: the hook workers finish (or are
+    # interrupted) before the communicators are destroyed and MPI is finalized.
+    for state in list(_states):
+        try:
+            state.close(_EXIT_DRAIN_SECONDS)
+        except Exception:  # noqa: BLE001 - exit must go on
+            pass
 
 
 def _register_backend() -> None:

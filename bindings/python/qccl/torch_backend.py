@@ -86,6 +86,14 @@ def _create(store, rank, size, timeout):
 
 
 def register() -> None:
-    """Registers the backend under the name "qccl" (once per process)."""
-    if not hasattr(dist.Backend, "QCCL"):
+    """Registers the backend under the name "qccl" (once per process). It handles CPU tensors;
+    torch 2.x, which asks which devices a backend serves, is told so (torch 1.13 has no such
+    argument)."""
+    if hasattr(dist.Backend, "QCCL"):
+        return
+    import inspect
+
+    if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
+        dist.Backend.register_backend("qccl", _create, devices=["cpu"])
+    else:
         dist.Backend.register_backend("qccl", _create)
