@@ -4,10 +4,16 @@
     bench/cluster/up 4 1gbit && bench/cluster/launch -n 4 \\
         .venv/bin/python examples/python/bench_ddp.py --json out.json       # emulated 1 Gbit/s hosts
 
-Variants: fp32 (DDP's default gloo allreduce), fp16 (DDP's fp16_compress_hook) and the qccl hook
-with each codec given by --codecs (default onebit and maxmin 4-bit). Each variant runs --warmup
-untimed steps and then --steps timed ones on the same synthetic batch; rank 0 prints the median
-step time, the speedup over the faster of fp32 and fp16, and optionally writes JSON.
+Variants: compute (the same ranks running forward, backward and the optimizer step with no
+communication at all: the floor), noop (DDP with a hook that returns the bucket untouched: DDP's
+own cost; on request), fp32 (DDP's default gloo allreduce), fp16 (DDP's
+fp16_compress_hook) and the qccl hook with each codec given by --codecs (default onebit and maxmin
+4-bit). Each variant runs --warmup untimed steps and then --steps timed ones on the same synthetic
+batch; rank 0 prints the median step time, the speedup over the faster of fp32 and fp16, the ratio
+to the compute floor, and where the step goes: forward, backward (DDP waits for the last bucket's
+future at its end), optimizer, the CPU time the rank used, the time inside the hook function itself
+(bucket planning and enqueue, on the backward thread) and qccl's own encode, decode and wait
+seconds from the communicator's counters. --json writes it all.
 
 Inside the emulated cluster the ranks sit in separate network namespaces: gloo then needs
 GLOO_SOCKET_IFNAME (bench/cluster/launch sets it) and rank 0's address on that interface, which
@@ -43,7 +49,9 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--codecs", default="onebit,maxmin:4", help="qccl codecs, codec[:bits] separated by commas")
-    ap.add_argument("--baselines", default="fp32,fp16", help="DDP baselines to time: fp32, fp16")
+    ap.add_argument("--baselines", default="compute,fp32,fp16",
+                    help="variants without qccl: compute (no communication: the floor), noop (DDP with a hook "
+                         "that communicates nothing), fp32, fp16")
     ap.add_argument("--transport", choices=("mpi", "ucx"), default="mpi",
                     help="qccl communicator: mpi4py's COMM_WORLD, or UCX bootstrapped at rank 0's address")
     ap.add_argument("--master-addr", help="rank 0's address for gloo (default: GLOO_SOCKET_IFNAME's, or 127.0.0.1)")
@@ -73,26 +81,66 @@ def make_model(width, layers):
     return nn.Sequential(*mods)
 
 
-def time_variant(name, base, hook, state, x, y, args, mpi):
-    ddp = DDP(copy.deepcopy(base), bucket_cap_mb=25)
+def noop_hook(state, bucket):
+    """DDP with a hook that communicates nothing: DDP's own cost (bucket copies, autograd hooks)."""
+    del state
+    fut = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
+
+
+def timed_hook(hook, spent):
+    """`hook` with the time spent inside the call itself (on the backward thread) added to spent[0]."""
+
+    def wrapper(state, bucket):
+        t0 = time.perf_counter()
+        try:
+            return hook(state, bucket)
+        finally:
+            spent[0] += time.perf_counter() - t0
+
+    return wrapper
+
+
+def time_variant(name, base, hook, state, x, y, args, mpi, comm):
+    if name == "compute":
+        model = copy.deepcopy(base)  # no DDP, no communication: forward, backward, step
+    else:
+        model = DDP(copy.deepcopy(base), bucket_cap_mb=25)
+    spent = [0.0]
     if hook is not None:
-        ddp.register_comm_hook(state, hook)
-    opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
-    times = []
+        model.register_comm_hook(state, timed_hook(hook, spent))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    rows = []
     for step in range(args.warmup + args.steps):
         mpi.Barrier()  # steps start together, so one rank's lag is not charged to the next step
+        s0, spent[0] = comm.stats(), 0.0
+        c0 = time.process_time()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        nn.functional.cross_entropy(ddp(x), y).backward()
+        loss = nn.functional.cross_entropy(model(x), y)
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
         opt.step()
-        dt = time.perf_counter() - t0
+        t3 = time.perf_counter()
+        cpu = time.process_time() - c0
+        s1 = comm.stats()
         if step >= args.warmup:
-            times.append(dt)
-    # a step is as slow as its slowest rank
-    times = np.max(np.array(mpi.allgather(times)), axis=0)
-    del ddp, opt
-    return {"variant": name, "median_s": float(np.median(times)), "min_s": float(np.min(times)),
-            "steps": args.steps}
+            rows.append([t3 - t0, t1 - t0, t2 - t1, t3 - t2, cpu, spent[0]] +
+                        [s1[k] - s0[k] for k in ("encode_seconds", "decode_seconds", "wait_seconds")])
+    # a step is as slow as its slowest rank; the phases are the medians over ranks and steps
+    everyone = np.array(mpi.allgather(rows))  # ranks x steps x fields
+    steps = np.max(everyone[:, :, 0], axis=0)
+    phases = np.median(everyone.reshape(-1, everyone.shape[2]), axis=0)
+    del model, opt
+    out = {"variant": name, "median_s": float(np.median(steps)), "min_s": float(np.min(steps)), "steps": args.steps}
+    for k, v in zip(PHASES, phases[1:]):
+        out[k] = float(v)
+    return out
+
+
+PHASES = ("forward_s", "backward_s", "optimizer_s", "cpu_s", "hook_call_s", "encode_s", "decode_s", "wait_s")
 
 
 def main():
@@ -119,9 +167,9 @@ def main():
 
     variants = []
     for b in filter(None, args.baselines.split(",")):
-        if b not in ("fp32", "fp16"):
+        if b not in ("compute", "noop", "fp32", "fp16"):
             raise SystemExit(f"unknown baseline {b!r}")
-        variants.append((b, None if b == "fp32" else fp16_compress_hook, None))
+        variants.append((b, {"fp16": fp16_compress_hook, "noop": noop_hook}.get(b), None))
     for spec in filter(None, args.codecs.split(",")):
         codec, _, bits = spec.partition(":")
         state = qtorch.HookState(comm, codec=codec, bits=int(bits) if bits else None)
@@ -130,7 +178,7 @@ def main():
     results = []
     for name, hook, state in variants:
         s0 = comm.stats()
-        r = time_variant(name, base, hook, state, x, y, args, mpi)
+        r = time_variant(name, base, hook, state, x, y, args, mpi, comm)
         r["qccl_bytes_sent_per_step"] = (comm.stats()["bytes_sent"] - s0["bytes_sent"]) / (args.warmup + args.steps)
         results.append(r)
         if mpi.rank == 0:
@@ -140,12 +188,18 @@ def main():
         base_best = min((r["median_s"] for r in results if r["variant"] in ("fp32", "fp16")), default=None)
         print(f"\n{mpi.size} ranks, {params / 1e6:.1f}M parameters ({4 * params / 2**20:.0f} MiB of fp32 gradients), "
               f"batch {args.batch} per rank, qccl over {args.transport}")
-        print(f"{'variant':16s} {'step ms':>9s} {'speedup':>8s} {'qccl MiB/step':>14s}")
+        floor = next((r["median_s"] for r in results if r["variant"] == "compute"), None)
+        print(f"{'variant':16s} {'step ms':>9s} {'speedup':>8s} {'x floor':>8s} {'qccl MiB/step':>14s}   "
+              "per rank, medians in ms: forward backward optimizer cpu hook_call encode decode wait")
         for r in results:
-            r["speedup_vs_best_baseline"] = base_best / r["median_s"] if base_best else None
-            sp = f"{r['speedup_vs_best_baseline']:.2f}x" if base_best else "-"
+            comparable = base_best and r["variant"] not in ("compute", "noop")
+            r["speedup_vs_best_baseline"] = base_best / r["median_s"] if comparable else None
+            r["over_compute_floor"] = r["median_s"] / floor if floor else None
+            sp = f"{r['speedup_vs_best_baseline']:.2f}x" if comparable else "-"
+            fl = f"{r['over_compute_floor']:.2f}" if floor else "-"
             sent = f"{r['qccl_bytes_sent_per_step'] / 2**20:.2f}" if r["variant"].startswith("qccl") else "-"
-            print(f"{r['variant']:16s} {1e3 * r['median_s']:9.1f} {sp:>8s} {sent:>14s}")
+            ph = " ".join(f"{1e3 * r[k]:7.1f}" for k in PHASES)
+            print(f"{r['variant']:16s} {1e3 * r['median_s']:9.1f} {sp:>8s} {fl:>8s} {sent:>14s}   {ph}")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"ranks": mpi.size, "parameters": params, "args": vars(args), "results": results}, f,

@@ -188,6 +188,29 @@ def test_exit_during_backward_finishes_the_queued_buckets():
     assert r.stdout.splitlines() == ["leaving", "bucket reduced, communicator alive: True"], (r.stdout, r.stderr)
 
 
+def test_large_segments_are_reduced_in_place_each_with_its_residual():
+    # Two large weights interleaved with biases (DDP's layout): each weight gets a call of its own
+    # on a view of the bucket (no packing copy) and a residual of its own; the biases stay exact.
+    [comm] = qccl.loopback(1)
+    torch.manual_seed(1)
+    w1, b1, w2, b2 = torch.randn(512, 512), torch.randn(512), torch.randn(512, 512), torch.randn(512)
+    state = qtorch.HookState(comm, codec="onebit")
+    [bucket] = run_step(state, [[w1, b1, w2, b2]])
+    plan = state.plan(bucket)
+    assert [(o, n) for o, n, _ in plan.own] == [(0, w1.numel()), (w1.numel() + 512, w2.numel())]
+    assert plan.compressed == [] and len({i for _, _, i in plan.own} | {plan.compressed_id, plan.raw_id}) == 4
+    out = bucket.buffer()
+    assert torch.equal(out[w1.numel():w1.numel() + 512], b1)
+    assert torch.equal(out[-512:], b2)
+    assert not torch.equal(out[:w1.numel()], w1.flatten())  # onebit changed the weights
+    assert comm.stats()["tensors"] == 2
+    run_step(state, [[w1, b1], [w2, b2]])  # a rebuild: the old layout's residuals are freed
+    assert comm.stats()["tensors"] == 2
+    assert all(comm.save_tensor_state(i) == b"" for _, _, i in plan.own)
+    state.close()
+    comm.destroy()
+
+
 @pytest.mark.skipif(not torch.cuda.is_available() or not qccl._qccl.HAVE_CUDA,
                     reason="needs a CUDA device and qccl built with CUDA")
 def test_cuda_bucket_completes_in_stream_order():

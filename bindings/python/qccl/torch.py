@@ -40,7 +40,7 @@ import itertools
 import queue
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -56,16 +56,27 @@ _ONE_BIT = ("onebit", "signscale")
 _MAX_ALLGATHER_RANKS = 8  # allgather sends n - 1 encoded copies per rank, sra 2 (n - 1) / n
 _EXIT_DRAIN_SECONDS = 30.0  # at interpreter exit, how long queued buckets may take before interrupt
 _STOP = object()  # the worker's end-of-queue marker
+_IDS_PER_LAYOUT = 1024  # tensor ids per bucket layout: compressed (packed), raw, then one per large segment
+# Compressed segments of at least this many elements get a call of their own on a view of the
+# bucket instead of being packed with torch.cat and copied back: two copies of the bucket cost as
+# much CPU as encoding it (py-spy, bench_ddp.py on 4 ranks), a call costs a few round trips.
+_OWN_CALL_NUMEL = 1 << 18
 
 
 @dataclass
 class _BucketPlan:
     signature: Tuple[Any, ...]  # (parameter ids, shapes, numel)
-    compressed: List[Tuple[int, int]]  # (offset, numel) segments of the flat bucket buffer
+    compressed: List[Tuple[int, int]]  # (offset, numel) segments of the flat bucket buffer, packed into one call
     raw: List[Tuple[int, int]]
     compressed_id: int
     raw_id: int
     params: List[Tuple[int, int, Any]]  # (offset, numel, parameter) of the compressed parameters
+    slot: int = 0
+    own: List[Tuple[int, int, int]] = field(default_factory=list)  # (offset, numel, id): a call each, no copy
+
+    @property
+    def ids(self) -> List[int]:
+        return [self.compressed_id, self.raw_id] + [i for _, _, i in self.own]
 
 
 class HookState:
@@ -130,7 +141,7 @@ class HookState:
         self._id_base = _ID_BASE + (comm._hook_count << 24)
         comm._hook_count += 1
         self._layouts: Dict[Tuple[Any, ...], int] = {}  # parameter list -> residual slot
-        self._retired: set = set()  # residual ids of replaced layouts, not yet freed
+        self._retired: Dict[int, List[int]] = {}  # slot -> residual ids of replaced layouts, not yet freed
         self._slots = itertools.count()  # never reused: ids agree across ranks by order of first use
         self._queue: Optional[queue.Queue] = None
         self._worker: Optional[threading.Thread] = None
@@ -172,11 +183,13 @@ class HookState:
         slot = self._layouts.get(signature)
         if slot is None:
             slot = self._layouts[signature] = next(self._slots)
-        base = self._id_base + 2 * slot
+        if slot >= (1 << 24) // _IDS_PER_LAYOUT:
+            raise Error("qccl hook: too many bucket layouts for one HookState", INVALID_ARGUMENT)
+        base = self._id_base + _IDS_PER_LAYOUT * slot
         if plan is not None:
             # DDP rebuilt its buckets. The old layout's residuals are freed at the end of this
             # step unless another bucket took that exact layout (retire()).
-            self._retired.update((plan.compressed_id, plan.raw_id))
+            self._retired[plan.slot] = plan.ids
         if self.momentum is not None and not params:
             raise Error("optimizer= needs GradBucket.parameters() (torch >= 1.10)", INVALID_ARGUMENT)
         compressed, raw, offset, corrected = [], [], 0, []
@@ -190,7 +203,12 @@ class HookState:
             if self.momentum is not None and self._compressible(shape, n) and self.momentum.active(params[k]):
                 corrected.append((offset, n, params[k]))
             offset += n
-        plan = _BucketPlan(signature, _merge(compressed), _merge(raw), base, base + 1, corrected)
+        compressed, own = _merge(compressed), []
+        if len(compressed) > 1:
+            big = [sg for sg in compressed if sg[1] >= _OWN_CALL_NUMEL][:_IDS_PER_LAYOUT - 2]
+            own = [(o, n, base + 2 + j) for j, (o, n) in enumerate(big)]
+            compressed = [sg for sg in compressed if sg not in big]
+        plan = _BucketPlan(signature, compressed, _merge(raw), base, base + 1, corrected, slot, own)
         self._plans[index] = plan
         return plan
 
@@ -201,13 +219,13 @@ class HookState:
         if buckets is not None:
             for index in [i for i in self._plans if i >= buckets]:
                 gone = self._plans.pop(index)
-                self._retired.update((gone.compressed_id, gone.raw_id))
-        live = {i for p in self._plans.values() for i in (p.compressed_id, p.raw_id)}
-        gone = sorted(self._retired - live)
+                self._retired[gone.slot] = gone.ids
+        live = {p.slot for p in self._plans.values()}
+        dead = {slot: ids for slot, ids in self._retired.items() if slot not in live}
         self._retired.clear()
-        for sig in [sig for sig, slot in self._layouts.items() if self._id_base + 2 * slot in gone]:
+        for sig in [sig for sig, slot in self._layouts.items() if slot in dead]:
             del self._layouts[sig]  # a parameter list seen again later starts a new residual
-        return gone
+        return sorted(i for ids in dead.values() for i in ids)
 
     def _reduce(self, buf: torch.Tensor, plan: _BucketPlan, warm: bool, step: int,
                 release: Tuple[int, ...] = ()) -> None:
@@ -223,15 +241,19 @@ class HookState:
 
     def _exchange(self, buf: torch.Tensor, plan: _BucketPlan, warm: bool) -> None:
         comm = self.comm
-        if warm or not plan.compressed:
+        if warm or not (plan.compressed or plan.own):
             comm.allreduce(buf, op="avg", codec="none", tensor_id=plan.raw_id)
             return
-        opts = dict(op="avg", codec=self.codec, bits=self.bits, tensor_id=plan.compressed_id, algo=self.algo)
-        if not plan.raw:
-            comm.allreduce(buf, **opts)
+        opts = dict(op="avg", codec=self.codec, bits=self.bits, algo=self.algo)
+        if not plan.raw and not plan.own:
+            comm.allreduce(buf, tensor_id=plan.compressed_id, **opts)
             return
-        for segments, call in ((plan.compressed, opts), (plan.raw, dict(op="avg", codec="none",
-                                                                          tensor_id=plan.raw_id))):
+        for o, n, tensor_id in plan.own:
+            comm.allreduce(buf[o:o + n], tensor_id=tensor_id, **opts)  # a contiguous view: no copy
+        for segments, call in ((plan.compressed, dict(opts, tensor_id=plan.compressed_id)),
+                               (plan.raw, dict(op="avg", codec="none", tensor_id=plan.raw_id))):
+            if not segments:
+                continue
             if len(segments) == 1:
                 o, n = segments[0]
                 comm.allreduce(buf[o:o + n], **call)  # a contiguous view: no copy
