@@ -45,17 +45,21 @@ def run_step(state, layout):
     return buckets
 
 
-def slow(state, seconds, log=None):
-    """Makes every exchange of `state` take at least `seconds` longer (a loaded wire)."""
+def slow_hook(seconds):
+    """A one-rank loopback communicator and a onebit HookState on it whose every exchange takes at
+    least `seconds` longer (a loaded wire); returns them and the list of exchange end times."""
+    [comm] = qccl.loopback(1)
+    state = qtorch.HookState(comm, codec="onebit", min_compress_numel=1)
+    done = []
     inner = state._reduce
 
     def reduce(*args, **kw):
         time.sleep(seconds)
         inner(*args, **kw)
-        if log is not None:
-            log.append(time.monotonic())
+        done.append(time.monotonic())
 
     state._reduce = reduce
+    return comm, state, done
 
 
 def test_rebuild_never_swaps_residuals_of_identical_layers():
@@ -116,10 +120,7 @@ def test_ids_agree_across_ranks_through_a_rebuild():
 
 
 def test_close_finishes_queued_buckets_then_refuses():
-    [comm] = qccl.loopback(1)
-    state = qtorch.HookState(comm, codec="onebit", min_compress_numel=1)
-    done = []
-    slow(state, 0.1, done)
+    comm, state, done = slow_hook(0.1)
     params = [torch.randn(16, 16) for _ in range(3)]
     futs = [qtorch.allreduce_hook(state, Bucket(i, [p], i == 2)) for i, p in enumerate(params)]
     assert state.close() is True
@@ -134,10 +135,7 @@ def test_close_finishes_queued_buckets_then_refuses():
 
 
 def test_destroy_drains_the_hook_worker_first():
-    [comm] = qccl.loopback(1)
-    state = qtorch.HookState(comm, codec="onebit", min_compress_numel=1)
-    done = []
-    slow(state, 0.2, done)
+    comm, state, done = slow_hook(0.2)
     futs = [qtorch.allreduce_hook(state, Bucket(i, [torch.randn(8, 8)], i == 1)) for i in range(2)]
     comm.destroy()  # from the main thread, while the worker still has both buckets
     assert len(done) == 2

@@ -125,49 +125,63 @@ TEST(Bootstrap, MissingRankTimesOutOnRoot) {
   }
 }
 
-// Rank 2 runs in a child process. When it leaves in good order the others must not call it dead;
-// when it just exits, rank 0 sees its connection close and rank 1 hears it from rank 0.
+// Three ranks of one bootstrap: rank 2 in a child process forked before any thread exists, where
+// child(links) runs and its exit ends the process (returning means exit 0; a throw, exit 1); ranks
+// 0 and 1 in threads of this process, where peer(rank, links) runs and then keeps the links 300 ms
+// more, so that rank 0 relays what it heard before it leaves. Expects clean exits and no errors.
+template <class Child, class Peer>
+void threeRanksWithRank2InAChild(Child child, Peer peer) {
+  UniqueId id;
+  getUniqueId(&id);
+  pid_t pid = fork();
+  if (pid == 0) {
+    try {
+      BootstrapResult r = bootstrapConnect(id, 3, 2, "c", 10);
+      child(*r.links);
+    } catch (...) {
+      _exit(1);
+    }
+    _exit(0);
+  }
+  std::vector<std::string> errs(2);
+  std::vector<std::thread> th;
+  for (int r = 0; r < 2; ++r) {
+    th.emplace_back([&, r] {
+      try {
+        BootstrapResult res = bootstrapConnect(id, 3, r, "p", 10);
+        peer(r, *res.links);
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      } catch (const std::exception& e) {
+        errs[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : th) t.join();
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(errs[r], "") << "rank " << r;
+}
+
+// When rank 2 leaves in good order the others must not call it dead; when it just exits, rank 0
+// sees its connection close and rank 1 hears it from rank 0.
 TEST(BootstrapLinks, DeathIsReportedAndGoodbyeIsNot) {
   for (bool graceful : {true, false}) {
     SCOPED_TRACE(graceful ? "goodbye" : "death");
-    UniqueId id;
-    getUniqueId(&id);
-    pid_t pid = fork();  // before any thread exists in this test
-    if (pid == 0) {
-      try {
-        BootstrapResult r = bootstrapConnect(id, 3, 2, "c", 10);
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        if (!graceful) _exit(0);  // no destructors: the links close without a goodbye
-      } catch (...) {
-        _exit(1);
-      }
-      _exit(0);
-    }
     std::vector<std::vector<int>> dead(2);
-    std::vector<std::string> errs(2);
-    std::vector<std::thread> th;
-    for (int r = 0; r < 2; ++r) {
-      th.emplace_back([&, r] {
-        try {
-          BootstrapResult res = bootstrapConnect(id, 3, r, "p", 10);
+    threeRanksWithRank2InAChild(
+        [&](BootstrapLinks&) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          if (!graceful) _exit(0);  // no destructors: the links close without a goodbye
+        },
+        [&](int r, BootstrapLinks& links) {
           auto until = Clock::now() + std::chrono::seconds(graceful ? 1 : 5);
           while (Clock::now() < until && dead[r].empty()) {
-            for (int d : res.links->poll()) dead[r].push_back(d);
+            for (int d : links.poll()) dead[r].push_back(d);
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
           }
-          // Rank 0 keeps its links until rank 1 has had time to hear the news.
-          std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        } catch (const std::exception& e) {
-          errs[r] = e.what();
-        }
-      });
-    }
-    for (auto& t : th) t.join();
-    int status = 0;
-    waitpid(pid, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        });
     for (int r = 0; r < 2; ++r) {
-      EXPECT_EQ(errs[r], "");
       if (graceful) {
         EXPECT_TRUE(dead[r].empty()) << "rank " << r;
       } else {
@@ -180,49 +194,27 @@ TEST(BootstrapLinks, DeathIsReportedAndGoodbyeIsNot) {
 // Rank 2 aborts and exits at once, without a goodbye: rank 0 hears the notice from rank 2, rank 1
 // through rank 0, both with the code and the reason (cut to kMaxLinkReason bytes), then the death.
 TEST(BootstrapLinks, AbortNoticeCarriesItsReasonThroughTheHub) {
-  UniqueId id;
-  getUniqueId(&id);
   const std::string reason = "codec differs on rank 2: " + std::string(400, 'r');
-  pid_t pid = fork();
-  if (pid == 0) {
-    try {
-      BootstrapResult r = bootstrapConnect(id, 3, 2, "c", 10);
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      r.links->sendAbort(static_cast<int32_t>(ErrorCode::kMismatch), reason);
-      _exit(0);  // right after the notice, no destructors
-    } catch (...) {
-      _exit(1);
-    }
-  }
   std::vector<LinkEvents> got(2);
   std::vector<std::vector<int>> dead(2);
-  std::vector<std::string> errs(2);
-  std::vector<std::thread> th;
-  for (int r = 0; r < 2; ++r) {
-    th.emplace_back([&, r] {
-      try {
-        BootstrapResult res = bootstrapConnect(id, 3, r, "p", 10);
+  threeRanksWithRank2InAChild(
+      [&](BootstrapLinks& links) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        links.sendAbort(static_cast<int32_t>(ErrorCode::kMismatch), reason);
+        _exit(0);  // right after the notice, no destructors
+      },
+      [&](int r, BootstrapLinks& links) {
         auto until = Clock::now() + std::chrono::seconds(10);
         LinkEvents ev;
         while (Clock::now() < until && (!got[r].abort || dead[r].empty())) {
-          res.links->poll(&ev);
+          links.poll(&ev);
           if (ev.abort && !got[r].abort) got[r] = ev;
           for (int d : ev.dead) dead[r].push_back(d);
           std::this_thread::sleep_for(std::chrono::milliseconds(2));
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 relays before leaving
-      } catch (const std::exception& e) {
-        errs[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : th) t.join();
-  int status = 0;
-  waitpid(pid, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      });
   for (int r = 0; r < 2; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
-    EXPECT_EQ(errs[r], "");
     EXPECT_TRUE(got[r].abort);
     EXPECT_EQ(got[r].abortFrom, 2);
     EXPECT_EQ(got[r].abortCode, static_cast<int32_t>(ErrorCode::kMismatch));

@@ -245,9 +245,6 @@ class HookState:
             comm.allreduce(buf, op="avg", codec="none", tensor_id=plan.raw_id)
             return
         opts = dict(op="avg", codec=self.codec, bits=self.bits, algo=self.algo)
-        if not plan.raw and not plan.own:
-            comm.allreduce(buf, tensor_id=plan.compressed_id, **opts)
-            return
         for o, n, tensor_id in plan.own:
             comm.allreduce(buf[o:o + n], tensor_id=tensor_id, **opts)  # a contiguous view: no copy
         for segments, call in ((plan.compressed, dict(opts, tensor_id=plan.compressed_id)),
