@@ -431,6 +431,21 @@ class UcxTransport final : public Transport {
       ucp_worker_progress(worker_);
     }
     for (void* r : pending) ucp_request_free(r);
+    quiesce();
+  }
+
+  // A force-closed endpoint discards its lanes in the background, and a peer's wireup messages can
+  // still be in flight: ucp_worker_destroy() purging such a lane hits an assertion in UCX 1.13
+  // ("got REQ message" in ucp_ep_purge_lanes). So progress the worker until it has been idle for a
+  // while (bounded) before it is destroyed.
+  void quiesce() {
+    constexpr auto kIdle = std::chrono::milliseconds(20);
+    constexpr auto kMax = std::chrono::milliseconds(500);
+    const auto start = Clock::now();
+    auto lastWork = start;
+    for (auto now = start; now - lastWork < kIdle && now - start < kMax; now = Clock::now()) {
+      if (ucp_worker_progress(worker_) != 0) lastWork = Clock::now();
+    }
   }
 
   void checkArgs(int peer, uint32_t tag, const void* buf, size_t bytes, const char* op) const {
