@@ -7,7 +7,9 @@
 Variants: compute (the same ranks running forward, backward and the optimizer step with no
 communication at all: the floor), noop (DDP with a hook that returns the bucket untouched: DDP's
 own cost; on request), fp32 (DDP's default gloo allreduce), fp16 (DDP's
-fp16_compress_hook) and the qccl hook with each codec given by --codecs (default onebit and maxmin
+fp16_compress_hook), powersgd (DDP's PowerSGD hook, rank --powersgd-rank, error feedback and warm
+start on, compressing from the second step, all gradients in one bucket because its chained
+allreduces from several buckets reach gloo in different orders on different ranks; on request) and the qccl hook with each codec given by --codecs (default onebit and maxmin
 4-bit). Each variant runs --warmup untimed steps and then --steps timed ones on the same synthetic
 batch; rank 0 prints the median step time, the speedup over the faster of fp32 and fp16, the ratio
 to the compute floor, and where the step goes: forward, backward (DDP waits for the last bucket's
@@ -34,6 +36,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 from mpi4py import MPI
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import fp16_compress_hook
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -51,11 +54,16 @@ def parse_args():
     ap.add_argument("--codecs", default="onebit,maxmin:4", help="qccl codecs, codec[:bits] separated by commas")
     ap.add_argument("--baselines", default="compute,fp32,fp16",
                     help="variants without qccl: compute (no communication: the floor), noop (DDP with a hook "
-                         "that communicates nothing), fp32, fp16")
+                         "that communicates nothing), fp32, fp16, powersgd")
+    ap.add_argument("--powersgd-rank", type=int, default=2, help="PowerSGD's matrix approximation rank")
+    ap.add_argument("--bucket-view", action="store_true",
+                    help="DDP(gradient_as_bucket_view=True) for every variant: gradients live in the buckets "
+                         "(and the compute floor keeps its gradients between steps, zeroed in place)")
     ap.add_argument("--transport", choices=("mpi", "ucx"), default="mpi",
                     help="qccl communicator: mpi4py's COMM_WORLD, or UCX bootstrapped at rank 0's address")
     ap.add_argument("--master-addr", help="rank 0's address for gloo (default: GLOO_SOCKET_IFNAME's, or 127.0.0.1)")
     ap.add_argument("--json", help="write the results here (rank 0)")
+    ap.add_argument("--link", help="a label for the link the ranks run on (e.g. 1gbit), recorded in the JSON")
     return ap.parse_args()
 
 
@@ -106,7 +114,11 @@ def time_variant(name, base, hook, state, x, y, args, mpi, comm):
     if name == "compute":
         model = copy.deepcopy(base)  # no DDP, no communication: forward, backward, step
     else:
-        model = DDP(copy.deepcopy(base), bucket_cap_mb=25)
+        # PowerSGD's hook issues its second and third allreduces from future callbacks; with several
+        # buckets, gloo then sees them in a different order on different ranks (size mismatches,
+        # aborts), so PowerSGD gets one bucket of all gradients
+        cap = 1 << 20 if name == "powersgd" else 25
+        model = DDP(copy.deepcopy(base), bucket_cap_mb=cap, gradient_as_bucket_view=args.bucket_view)
     spent = [0.0]
     if hook is not None:
         model.register_comm_hook(state, timed_hook(hook, spent))
@@ -117,7 +129,9 @@ def time_variant(name, base, hook, state, x, y, args, mpi, comm):
         s0, spent[0] = comm.stats(), 0.0
         c0 = time.process_time()
         t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
+        # with --bucket-view DDP keeps every gradient in its bucket from step to step; the floor then
+        # keeps its gradients too (zeroed in place) instead of allocating them again in backward
+        opt.zero_grad(set_to_none=not (args.bucket_view and name == "compute"))
         loss = nn.functional.cross_entropy(model(x), y)
         t1 = time.perf_counter()
         loss.backward()
@@ -167,8 +181,14 @@ def main():
 
     variants = []
     for b in filter(None, args.baselines.split(",")):
-        if b not in ("compute", "noop", "fp32", "fp16"):
+        if b not in ("compute", "noop", "fp32", "fp16", "powersgd"):
             raise SystemExit(f"unknown baseline {b!r}")
+        if b == "powersgd":
+            # start_powerSGD_iter must be > 1 with error feedback; step 2 on is compressed (warm-up >= 3)
+            st = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=args.powersgd_rank,
+                                             start_powerSGD_iter=2)
+            variants.append((b, powerSGD_hook.powerSGD_hook, st))
+            continue
         variants.append((b, {"fp16": fp16_compress_hook, "noop": noop_hook}.get(b), None))
     for spec in filter(None, args.codecs.split(",")):
         codec, _, bits = spec.partition(":")

@@ -121,6 +121,25 @@ def test_lossy_hook_filter_and_error(gloo, comm, codec, bits):
     assert comm.stats()["residual_bytes"] > 0
 
 
+@pytest.mark.parametrize("codec,bits", [("onebit", None), ("maxmin", 4)])
+def test_gradient_as_bucket_view_changes_nothing(gloo, comm, codec, bits):
+    # DDP(gradient_as_bucket_view=True) hands the hook buckets whose gradients are views of them; the
+    # compressed result (and the residuals behind it) must be bit for bit those of the default DDP,
+    # through the bucket rebuild after the first step and a few error-feedback steps.
+    base = make_model()
+    plain = DDP(copy.deepcopy(base), bucket_cap_mb=0.05)
+    viewed = DDP(copy.deepcopy(base), bucket_cap_mb=0.05, gradient_as_bucket_view=True)
+    for m in (plain, viewed):
+        m.register_comm_hook(qtorch.HookState(comm, codec=codec, bits=bits, min_compress_numel=1),
+                             qtorch.allreduce_hook)
+    for step in range(4):
+        x, y = batch(gloo.get_rank(), step)
+        want, got = grads_after_step(plain, x, y), grads_after_step(viewed, x, y)
+        for a, b in zip(want, got):
+            assert torch.equal(a, b), step
+    assert any(not torch.equal(a, torch.zeros_like(a)) for a in got)
+
+
 def test_warmup_steps_are_uncompressed(gloo, comm):
     state = qtorch.HookState(comm, codec="onebit", warmup_steps=2, min_compress_numel=1)
     ref, ours = pair(gloo, state)
