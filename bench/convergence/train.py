@@ -117,7 +117,10 @@ def make_hook(kind: str, ddp: DDP, opt, codec, bits, scheme, args, task: Task, m
         kw["optimizer"] = opt
         if scheme != "m":
             kw["scheme"] = scheme
-        if scheme == "onebit_adam" and warm == 0:
+        # onebit_adam (the default "m" scheme for Adam/AdamW with a lossy codec) warms up for 10% of
+        # the run here, as a user who knows the run length would set it
+        adam = not isinstance(opt, torch.optim.SGD)
+        if (scheme == "onebit_adam" or (scheme == "m" and adam)) and warm == 0:
             warm = max(1, task.steps // 10)
     state = qtorch.HookState(comm, warmup_steps=warm, **kw)
     ddp.register_comm_hook(state, qtorch.allreduce_hook)

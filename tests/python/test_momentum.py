@@ -17,6 +17,7 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import qccl
+import qccl.momentum as qmomentum
 import qccl.torch as qtorch
 
 TOL = 2e-5
@@ -122,6 +123,26 @@ def test_bad_arguments(comm):
         qtorch.HookState(comm, optimizer=torch.optim.Adam(model.parameters()), scheme="onebit_adam")
     with pytest.raises(qccl.Error, match="scheme"):
         qtorch.HookState(comm, optimizer=torch.optim.Adam(model.parameters()), scheme="zip")
+
+
+def test_default_scheme_by_optimizer_and_codec(comm):
+    # SGD: momentum correction; Adam/AdamW with a lossy codec: onebit_adam (frozen second moment),
+    # warming up for ADAM_WARMUP_STEPS unless told otherwise; a lossless codec keeps the exact dgc.
+    model = make_model()
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    adamw = torch.optim.AdamW(model.parameters())
+    st = qtorch.HookState(comm, codec="onebit", optimizer=sgd)
+    assert (st.momentum.scheme, st.warmup_steps) == ("dgc", 0)
+    for opt in (adamw, torch.optim.Adam(model.parameters())):
+        st = qtorch.HookState(comm, codec="onebit", optimizer=opt)
+        assert (st.momentum.scheme, st.warmup_steps) == ("onebit_adam", qmomentum.ADAM_WARMUP_STEPS)
+        assert st.momentum.warmup_steps == qmomentum.ADAM_WARMUP_STEPS
+    st = qtorch.HookState(comm, codec="maxmin", bits=4, optimizer=adamw, warmup_steps=7)
+    assert (st.momentum.scheme, st.warmup_steps) == ("onebit_adam", 7)
+    st = qtorch.HookState(comm, codec="none", optimizer=adamw)
+    assert (st.momentum.scheme, st.warmup_steps) == ("dgc", 0)
+    st = qtorch.HookState(comm, codec="onebit", optimizer=adamw, scheme="dgc")
+    assert (st.momentum.scheme, st.warmup_steps) == ("dgc", 0)
 
 
 def test_learning_rate_schedule_and_warmup(gloo, comm):

@@ -47,7 +47,7 @@ import torch
 import torch.distributed as dist
 
 from ._core import CODECS, INVALID_ARGUMENT, Communicator, Error
-from .momentum import MomentumCorrection
+from .momentum import ADAM_WARMUP_STEPS, MomentumCorrection, default_scheme
 
 __all__ = ["HookState", "allreduce_hook"]
 
@@ -99,8 +99,10 @@ class HookState:
         optimizer: the ``torch.optim.SGD``, ``Adam`` or ``AdamW`` that steps this model: makes the
             compression momentum-aware (:mod:`qccl.momentum`). None keeps error feedback on the
             plain gradients.
-        scheme: with ``optimizer``: ``"dgc"`` (default), ``"ef21"``, ``"onebit_adam"`` (needs
-            ``warmup_steps``) or ``"plain"``; see :mod:`qccl.momentum`.
+        scheme: with ``optimizer``: ``"dgc"``, ``"ef21"``, ``"onebit_adam"`` (needs
+            ``warmup_steps``) or ``"plain"``; see :mod:`qccl.momentum`. None: ``"dgc"`` for SGD,
+            ``"onebit_adam"`` for Adam/AdamW with a lossy codec (warming up for
+            ``ADAM_WARMUP_STEPS`` = 100 steps unless ``warmup_steps`` is given).
     """
 
     def __init__(self, comm: Optional[Communicator] = None, codec: str = "onebit", bits: Optional[int] = None,
@@ -153,6 +155,10 @@ class HookState:
             raise Error("scheme needs optimizer", INVALID_ARGUMENT)
         self.momentum: Optional[MomentumCorrection] = None
         if optimizer is not None:
+            if scheme is None:
+                scheme = default_scheme(optimizer, self.lossless)
+                if scheme == "onebit_adam" and self.warmup_steps == 0:
+                    self.warmup_steps = ADAM_WARMUP_STEPS
             self.momentum = MomentumCorrection(optimizer, scheme, self.warmup_steps)
 
     @property
