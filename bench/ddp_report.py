@@ -7,9 +7,10 @@ Per batch size it prints a markdown table: one row per link rate, the median ste
 (all timed in the same run at that rate), the best uncompressed peer (the faster of gloo fp32 and
 torch's fp16 hook), each qccl codec's speedup over it and over PowerSGD, and the codec's ratio to
 (floor + its own wire time at line rate), where the floor is the faster of `compute` (no DDP) and
-`noop` (DDP with a hook that communicates nothing), both without any communication. Then, per codec, where compression stops paying:
-the link rate at which its step meets the best peer's, interpolated in log-rate between the two
-measured rates that bracket it, or "pays at every rate measured".
+`noop` (DDP with a hook that communicates nothing), both without any communication. Then, per
+codec, where compression stops paying: the link rate at which its step meets the best peer's,
+interpolated in log-rate between the two measured rates that bracket it, or "pays at every rate
+measured".
 """
 
 import argparse

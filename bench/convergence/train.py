@@ -40,12 +40,12 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import qccl  # noqa: E402
 import qccl.torch as qtorch  # noqa: E402
+from qccl.momentum import SCHEMES, default_scheme  # noqa: E402
 from tasks import TASKS, Task  # noqa: E402
 
 CODECS = {"onebit": ("onebit", None), "signscale": ("signscale", None), "maxmin2": ("maxmin", 2),
           "maxmin4": ("maxmin", 4), "maxmin8": ("maxmin", 8), "dyn8": ("dyn8", None), "fp16q": ("fp16", None)}
 BASELINES = ("fp32", "fp16", "powersgd")
-SCHEMES = ("dgc", "ef21", "onebit_adam", "plain")
 
 
 def parse_variant(v: str):
@@ -117,10 +117,10 @@ def make_hook(kind: str, ddp: DDP, opt, codec, bits, scheme, args, task: Task, m
         kw["optimizer"] = opt
         if scheme != "m":
             kw["scheme"] = scheme
-        # onebit_adam (the default "m" scheme for Adam/AdamW with a lossy codec) warms up for 10% of
+        # onebit_adam (also the hook's default for Adam/AdamW with a lossy codec) warms up for 10% of
         # the run here, as a user who knows the run length would set it
-        adam = not isinstance(opt, torch.optim.SGD)
-        if (scheme == "onebit_adam" or (scheme == "m" and adam)) and warm == 0:
+        chosen = default_scheme(opt, lossless=False) if scheme == "m" else scheme  # every codec here is lossy
+        if chosen == "onebit_adam" and warm == 0:
             warm = max(1, task.steps // 10)
     state = qtorch.HookState(comm, warmup_steps=warm, **kw)
     ddp.register_comm_hook(state, qtorch.allreduce_hook)

@@ -6,16 +6,16 @@
 
 Variants: compute (the same ranks running forward, backward and the optimizer step with no
 communication at all: the floor), noop (DDP with a hook that returns the bucket untouched: DDP's
-own cost; on request), fp32 (DDP's default gloo allreduce), fp16 (DDP's
-fp16_compress_hook), powersgd (DDP's PowerSGD hook, rank --powersgd-rank, error feedback and warm
-start on, compressing from the second step, all gradients in one bucket because its chained
-allreduces from several buckets reach gloo in different orders on different ranks; on request) and the qccl hook with each codec given by --codecs (default onebit and maxmin
-4-bit). Each variant runs --warmup untimed steps and then --steps timed ones on the same synthetic
-batch; rank 0 prints the median step time, the speedup over the faster of fp32 and fp16, the ratio
-to the compute floor, and where the step goes: forward, backward (DDP waits for the last bucket's
-future at its end), optimizer, the CPU time the rank used, the time inside the hook function itself
-(bucket planning and enqueue, on the backward thread) and qccl's own encode, decode and wait
-seconds from the communicator's counters. --json writes it all.
+own cost; on request), fp32 (DDP's default gloo allreduce), fp16 (DDP's fp16_compress_hook),
+powersgd (DDP's PowerSGD hook, rank --powersgd-rank, error feedback and warm start on, compressing
+from the second step, in as few buckets as DDP allows; on request) and the qccl hook with each
+codec given by --codecs (default onebit and maxmin 4-bit). Each variant runs --warmup untimed
+steps and then --steps timed ones on the same synthetic batch; rank 0 prints the median step
+time, the speedup over the faster of fp32 and fp16, the ratio to the compute floor, and where
+the step goes: forward, backward (DDP waits for the last bucket's future at its end), optimizer,
+the CPU time the rank used, the time inside the hook function itself (bucket planning and enqueue,
+on the backward thread) and qccl's own encode, decode and wait seconds from the communicator's
+counters. --json writes it all.
 
 Inside the emulated cluster the ranks sit in separate network namespaces: gloo then needs
 GLOO_SOCKET_IFNAME (bench/cluster/launch sets it) and rank 0's address on that interface, which
@@ -116,7 +116,7 @@ def time_variant(name, base, hook, state, x, y, args, mpi, comm):
     else:
         # PowerSGD's hook issues its second and third allreduces from future callbacks; with several
         # buckets, gloo then sees them in a different order on different ranks (size mismatches,
-        # aborts), so PowerSGD gets one bucket of all gradients
+        # aborts), so PowerSGD gets as few buckets as DDP allows: its fixed 1 MiB first one and the rest
         cap = 1 << 20 if name == "powersgd" else 25
         model = DDP(copy.deepcopy(base), bucket_cap_mb=cap, gradient_as_bucket_view=args.bucket_view)
     spent = [0.0]
