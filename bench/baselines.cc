@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 
 #if QCCL_BENCH_GLOO
@@ -19,6 +20,7 @@
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 #endif
 
@@ -36,20 +38,24 @@ void check(qcclResult_t r, qcclComm_t comm, const char* what) {
 }
 
 #if QCCL_BENCH_GLOO
-// gloo over TCP, connected once per process: rendezvous through a file store in a directory that
-// rank 0 creates and broadcasts (the ranks of the emulated cluster share this machine's files).
+// gloo over TCP: one context (its own full mesh of connections) per gloo variant, so that no
+// variant can ever see another's messages. Debian's libgloo (0.0~git20220518) builds the slot of
+// its unbound-buffer collectives as `prefix || tag`, a logical or, so gloo::allreduce uses the
+// same slots on every call whatever its tag; sharing one context with the classic algorithms'
+// slots left 4 ranks hung at 64 MiB. Rendezvous through a file store in a directory that rank 0
+// creates and broadcasts (the ranks of the emulated cluster share this machine's files).
 struct Gloo {
-  std::shared_ptr<gloo::rendezvous::Context> ctx;
+  std::shared_ptr<gloo::transport::Device> dev;
+  std::map<std::string, std::shared_ptr<gloo::rendezvous::Context>> ctx;
   std::string dir;
   uint32_t tag = 0;
 };
 std::unique_ptr<Gloo> gGloo;
 
-Gloo& gloo() {
+Gloo& glooDevice() {
   if (gGloo) return *gGloo;
-  int rank = 0, size = 1;
+  int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
   char dir[256] = {};
   if (rank == 0) {
     std::snprintf(dir, sizeof dir, "/tmp/qccl-bench-gloo-XXXXXX");
@@ -65,28 +71,44 @@ Gloo& gloo() {
     attr.hostname = "127.0.0.1";
   }
   try {
-    auto dev = gloo::transport::tcp::CreateDevice(attr);
-    gloo::rendezvous::FileStore store(g->dir);
-    g->ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    g->ctx->setTimeout(std::chrono::seconds(600));
-    g->ctx->connectFullMesh(store, dev);
+    g->dev = gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
     die(std::string("gloo: ") + e.what());
   }
-  MPI_Barrier(MPI_COMM_WORLD);
   gGloo = std::move(g);
   return *gGloo;
 }
 
+// The context of gloo variant `name`, connected on first use.
+const std::shared_ptr<gloo::rendezvous::Context>& glooContext(const std::string& name) {
+  Gloo& g = glooDevice();
+  auto it = g.ctx.find(name);
+  if (it != g.ctx.end()) return it->second;
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  try {
+    gloo::rendezvous::FileStore files(g.dir);
+    gloo::rendezvous::PrefixStore store(name, files);
+    ctx->setTimeout(std::chrono::seconds(600));
+    ctx->connectFullMesh(store, g.dev);
+  } catch (const std::exception& e) {
+    die(std::string("gloo (") + name + "): " + e.what());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return g.ctx.emplace(name, std::move(ctx)).first->second;
+}
+
 void glooBaselines(bool allgather, const float* send, float* recv, size_t count,
                    const std::function<double(const std::function<void()>&)>& timer, std::vector<Baseline>* out) {
-  Gloo& g = gloo();
   if (allgather) {
+    const auto& ctx = glooContext("gloo_allgather");
     out->push_back({"gloo_allgather", timer([&] {
-                      gloo::AllgatherOptions opts(g.ctx);
+                      gloo::AllgatherOptions opts(ctx);
                       opts.setInput(const_cast<float*>(send), count);
-                      opts.setOutput(recv, count * static_cast<size_t>(g.ctx->size));
-                      opts.setTag(g.tag++);
+                      opts.setOutput(recv, count * static_cast<size_t>(ctx->size));
+                      opts.setTag(gGloo->tag++);
                       gloo::allgather(opts);
                     })});
     return;
@@ -95,23 +117,26 @@ void glooBaselines(bool allgather, const float* send, float* recv, size_t count,
   // iteration to iteration, which does not change the time of a float add.
   std::memcpy(recv, send, count * sizeof(float));
   // What torch.distributed's gloo backend calls for allreduce.
+  const auto& ctx = glooContext("gloo_allreduce");
   out->push_back({"gloo_allreduce", timer([&] {
-                    gloo::AllreduceOptions opts(g.ctx);
+                    gloo::AllreduceOptions opts(ctx);
                     opts.setOutput(recv, count);
                     opts.setReduceFunction(
                         static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-                    opts.setTag(g.tag++);
+                    opts.setTag(gGloo->tag++);
                     gloo::allreduce(opts);
                   })});
   // gloo's own choices for large buffers.
+  const auto& rc = glooContext("gloo_ring_chunked");
   out->push_back({"gloo_ring_chunked", timer([&] {
-                    gloo::AllreduceRingChunked<float> algo(g.ctx, {recv}, static_cast<int>(count));
+                    gloo::AllreduceRingChunked<float> algo(rc, {recv}, static_cast<int>(count));
                     algo.run();
                   })});
-  const int n = g.ctx->size;
+  const int n = ctx->size;
   if ((n & (n - 1)) == 0) {  // halving-doubling is gloo's pick for power-of-two rank counts
+    const auto& hd = glooContext("gloo_halving_doubling");
     out->push_back({"gloo_halving_doubling", timer([&] {
-                      gloo::AllreduceHalvingDoubling<float> algo(g.ctx, {recv}, static_cast<int>(count));
+                      gloo::AllreduceHalvingDoubling<float> algo(hd, {recv}, static_cast<int>(count));
                       algo.run();
                     })});
   }
@@ -201,7 +226,7 @@ double timeOf(const std::vector<Baseline>& all, const std::string& name) {
 void shutdownBaselines() {
 #if QCCL_BENCH_GLOO
   if (!gGloo) return;
-  gGloo->ctx.reset();
+  gGloo->ctx.clear();
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Barrier(MPI_COMM_WORLD);

@@ -139,8 +139,13 @@ float input(int rank, size_t i) {
 }
 
 // Median over iterations of the slowest rank's time; every rank returns the same value.
+// Warm-ups start together too, as the timed calls do, so no rank enters a call while a peer is still
+// in the one before.
 double timeIt(const Args& a, const std::function<void()>& op) {
-  for (int i = 0; i < a.warmup; ++i) op();
+  for (int i = 0; i < a.warmup; ++i) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    op();
+  }
   std::vector<double> t(a.iters), tmax(a.iters);
   for (int i = 0; i < a.iters; ++i) {
     MPI_Barrier(MPI_COMM_WORLD);
