@@ -105,7 +105,7 @@ def test_codec_none_equals_optimizer_step(gloo, comm, name, scheme):
 def test_without_optimizer_is_the_plain_hook(comm):
     state = qtorch.HookState(comm, codec="onebit")
     assert state.momentum is None
-    assert state.state_dict() == {"step": 0, "momentum": None}
+    assert state.state_dict() == {"step": 0, "momentum": None, "residuals": [], "loss_scale": None}
 
 
 def test_bad_arguments(comm):

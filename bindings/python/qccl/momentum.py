@@ -42,7 +42,7 @@ the replicas stay bit-identical.
 
 Reconciliation: before each exchange the optimizer's buffer is compared with the one the previous
 exchange asked for. A difference -- gradient clipping or any other change to ``p.grad`` before
-``opt.step()``, a step that a ``GradScaler`` skipped, an optimizer state loaded from a checkpoint --
+``opt.step()``, a skipped ``opt.step()``, an optimizer state loaded from a checkpoint --
 is added to the local momenta, so that it persists as it would without compression; it is the same
 on every rank. Backward passes inside ``no_sync()`` do not call the hook, so gradients accumulated
 there enter the momentum once, with the synchronized backward.

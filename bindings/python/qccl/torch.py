@@ -33,12 +33,27 @@ Momentum-aware compression: ``HookState(..., optimizer=opt)`` with the ``torch.o
 ``Adam`` or ``AdamW`` that steps the model exchanges each rank's local momentum instead of its
 gradient for the compressed parameters and returns the gradient that makes ``opt.step()`` apply
 the averaged momentum (:mod:`qccl.momentum`). The training loop stays as it is.
+
+Mixed precision: with ``HookState(..., grad_scaler=scaler)`` (a ``torch.cuda.amp.GradScaler`` or
+anything with ``get_scale()``) the residuals, which hold loss-scaled gradients, follow the scale:
+at the first bucket of each step the hook reads the scale; when it changed, the residuals are
+multiplied by new / old. A step after which the scale went down was skipped by the scaler (it
+lowers the scale exactly when it finds Inf/NaN and skips ``opt.step()``), so the residuals go back
+to what they were before that step: nothing of a skipped step is kept, and nothing before it is
+lost. This keeps a copy of every residual per step (the size of the compressed parameters' fp32
+gradients, copied once per step).
+
+Checkpoints: :meth:`HookState.state_dict` holds the step count, every bucket's residuals (with
+the bucket's layout) and, with ``optimizer``, the local momenta; a new HookState resumes the same
+trajectory after :meth:`HookState.load_state_dict`. Residuals and momenta differ across ranks:
+save one per rank.
 """
 
 import atexit
 import itertools
 import queue
 import threading
+import warnings
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
@@ -73,6 +88,8 @@ class _BucketPlan:
     params: List[Tuple[int, int, Any]]  # (offset, numel, parameter) of the compressed parameters
     slot: int = 0
     own: List[Tuple[int, int, int]] = field(default_factory=list)  # (offset, numel, id): a call each, no copy
+    restore: List[Tuple[int, bytes]] = field(default_factory=list)  # (id, saved residual) from a checkpoint
+    unmatched: bool = False  # made while a checkpoint's residuals waited and none had its layout
 
     @property
     def ids(self) -> List[int]:
@@ -103,12 +120,16 @@ class HookState:
             ``warmup_steps``) or ``"plain"``; see :mod:`qccl.momentum`. None: ``"dgc"`` for SGD,
             ``"onebit_adam"`` for Adam/AdamW with a lossy codec (warming up for
             ``ADAM_WARMUP_STEPS`` = 100 steps unless ``warmup_steps`` is given).
+        grad_scaler: the mixed-precision loss scaler (``torch.cuda.amp.GradScaler`` or anything
+            with ``get_scale()``) whose scaled gradients reach the hook: residuals are rescaled
+            when the scale changes and rolled back over steps the scaler skipped (module doc).
+            Not combined with ``optimizer`` (the momentum correction works on unscaled values).
     """
 
     def __init__(self, comm: Optional[Communicator] = None, codec: str = "onebit", bits: Optional[int] = None,
                  algo: Optional[str] = None, min_compress_numel: int = 1024, compress_1d: bool = False,
                  warmup_steps: int = 0, async_op: bool = True, *, optimizer: Any = None,
-                 scheme: Optional[str] = None):
+                 scheme: Optional[str] = None, grad_scaler: Any = None):
         if comm is None:
             import os
 
@@ -153,6 +174,20 @@ class HookState:
         comm._before_destroy.add(self)  # destroy() drains this state's worker first
         if optimizer is None and scheme is not None:
             raise Error("scheme needs optimizer", INVALID_ARGUMENT)
+        if grad_scaler is not None and not callable(getattr(grad_scaler, "get_scale", None)):
+            raise Error("grad_scaler: expected a GradScaler (an object with get_scale())", INVALID_ARGUMENT)
+        if grad_scaler is not None and optimizer is not None:
+            raise Error("grad_scaler= with optimizer= is not supported: the momentum correction mixes the "
+                        "optimizer's unscaled state with loss-scaled gradients", INVALID_ARGUMENT)
+        self.grad_scaler = grad_scaler
+        self._loss_scale: Optional[float] = None  # the scale the running step's residuals are in
+        self._snapshot: Dict[int, bytes] = {}  # residuals before the running step (grad_scaler only)
+        self._in_step = False  # a bucket of the running step was seen and not yet the last one
+        self._cuda = False  # the buckets are CUDA tensors (their residuals live on the device)
+        # load_state_dict's residuals by bucket layout (shapes, numel), each in bucket order, until a
+        # bucket with that layout takes them; steps seen since (gives up after DDP's rebuild).
+        self._saved: Dict[Tuple[Any, ...], List[List[bytes]]] = {}
+        self._saved_steps = 0
         self.momentum: Optional[MomentumCorrection] = None
         if optimizer is not None:
             if scheme is None:
@@ -215,6 +250,14 @@ class HookState:
             own = [(o, n, base + 2 + j) for j, (o, n) in enumerate(big)]
             compressed = [sg for sg in compressed if sg not in big]
         plan = _BucketPlan(signature, compressed, _merge(raw), base, base + 1, corrected, slot, own)
+        if self._saved:
+            queue_ = self._saved.get(signature[1:])
+            if queue_ and len(queue_[0]) == len(plan.ids):
+                plan.restore = list(zip(plan.ids, queue_.pop(0)))  # loaded by the worker before its first call
+                if not queue_:
+                    del self._saved[signature[1:]]
+            else:
+                plan.unmatched = True  # sent uncompressed while checkpointed residuals wait for their layout
         self._plans[index] = plan
         return plan
 
@@ -237,6 +280,10 @@ class HookState:
                 release: Tuple[int, ...] = ()) -> None:
         for tensor_id in release:  # on the worker, in order with the collectives queued before
             self.comm.release(tensor_id)
+        for tensor_id, data in plan.restore:
+            if data:
+                self.comm.load_tensor_state(tensor_id, data, device=self._cuda)
+        plan.restore = []
         mc = self.momentum
         corrected = plan.params if mc is not None and mc.corrects(step) else []
         for o, n, p in corrected:
@@ -268,19 +315,77 @@ class HookState:
                 buf[o:o + n].copy_(packed[pos:pos + n])
                 pos += n
 
+    def _live_ids(self) -> List[int]:
+        return sorted(i for plan in self._plans.values() for i in plan.ids)
+
+    def _loss_scale_step(self) -> Tuple[List[int], bool, float]:
+        """At the first bucket of a step, with grad_scaler, on the caller's thread: the residual
+        ids there are so far, whether to roll back the last step, and the factor to apply."""
+        scale = float(self.grad_scaler.get_scale())
+        if not (scale > 0.0 and scale < float("inf")):
+            raise Error(f"grad_scaler: the loss scale is {scale}", INVALID_ARGUMENT)
+        last, self._loss_scale = self._loss_scale, scale
+        ids = self._live_ids()
+        if last is None:
+            return ids, False, 1.0
+        return ids, scale < last, scale / last
+
+    def _rescale(self, ids: List[int], rollback: bool, factor: float) -> None:
+        """On the worker, before the step's first collective: puts back the residuals of before a
+        skipped step (releasing those made during it), brings them to the current loss scale, and
+        keeps a copy for this step."""
+        comm = self.comm
+        if rollback:
+            for i in ids:
+                data = self._snapshot.get(i, b"")
+                if data:
+                    comm.load_tensor_state(i, data, device=self._cuda)
+                else:
+                    comm.release(i)  # it had no residual before the skipped step
+        if factor != 1.0:
+            for i in ids:
+                comm.scale_tensor_state(i, factor)
+        self._snapshot = {i: comm.save_tensor_state(i) for i in ids}
+
+    def _drain(self) -> None:
+        """Waits until the buckets queued so far have been exchanged."""
+        with self._worker_lock:
+            jobs = self._queue if self._worker is not None and not self._closed else None
+        if jobs is not None:
+            done: torch.futures.Future = torch.futures.Future()
+            jobs.put((lambda: None, done))
+            done.wait()
+
     def state_dict(self) -> Dict[str, Any]:
-        """This rank's hook state for a checkpoint: the step count and, with ``optimizer``, the
-        local momenta (they differ across ranks: save one per rank). Error-feedback residuals
-        live in the communicator and are not included."""
-        return {"step": self.step, "momentum": self.momentum.state_dict() if self.momentum else None}
+        """This rank's hook state for a checkpoint: the step count, the error-feedback residuals
+        of every bucket (in bucket order, with its layout), the loss scale they are in (with
+        ``grad_scaler``) and, with ``optimizer``, the local momenta. Residuals and momenta differ
+        across ranks: save one per rank. Call between steps (after ``opt.step()``)."""
+        self._drain()
+        residuals = [{"layout": plan.signature[1:], "state": [self.comm.save_tensor_state(i) for i in plan.ids]}
+                     for _, plan in sorted(self._plans.items())]
+        return {"step": self.step, "momentum": self.momentum.state_dict() if self.momentum else None,
+                "residuals": residuals, "loss_scale": self._loss_scale}
 
     def load_state_dict(self, sd: Dict[str, Any]) -> None:
-        """Restores :meth:`state_dict`'s output (call before the first backward after resuming)."""
+        """Restores :meth:`state_dict`'s output (call before the first backward after resuming,
+        on a communicator of the same size and rank). A bucket takes the residuals saved for its
+        layout (parameter shapes, in order) when DDP first hands it over. DDP's first step uses
+        its initial buckets, which can differ from the rebuilt ones that were saved: until the
+        rebuild, a bucket with no saved layout is sent uncompressed (exact, no residual), and
+        residuals no bucket took after the rebuild are dropped with a warning."""
         if (sd.get("momentum") is None) != (self.momentum is None):
             raise Error("hook state: saved with and restored without optimizer= (or the reverse)", INVALID_ARGUMENT)
+        if self._plans:
+            raise Error("hook state: load_state_dict() must come before the first backward", INVALID_ARGUMENT)
         self.step = int(sd["step"])
         if self.momentum is not None:
             self.momentum.load_state_dict(sd["momentum"])
+        self._saved = {}
+        for r in sd.get("residuals", []):
+            self._saved.setdefault(tuple(r["layout"]), []).append(list(r["state"]))
+        self._saved_steps = 0
+        self._loss_scale = sd.get("loss_scale")
 
     def _submit(self, job, fut: torch.futures.Future) -> None:
         with self._worker_lock:
@@ -349,13 +454,25 @@ def allreduce_hook(state: "HookState", bucket: dist.GradBucket) -> torch.futures
     bucket's flat gradient tensor, averaged in place."""
     # DDP checks the return annotation above, so this module avoids postponed annotations.
     buf = bucket.buffer()
+    state._cuda = buf.is_cuda
+    rescale = None
+    if not state._in_step and state.grad_scaler is not None:
+        rescale = state._loss_scale_step()  # the step's first bucket: before its plan adds ids
     plan = state.plan(bucket)
     step = state.step
-    warm = step < state.warmup_steps
+    warm = step < state.warmup_steps or (plan.unmatched and bool(state._saved))
     release: Tuple[int, ...] = ()
+    state._in_step = not bucket.is_last()
     if bucket.is_last():
         state.step += 1
         release = tuple(state.retire(bucket.index() + 1))
+        if state._saved:
+            state._saved_steps += 1
+            if state._saved_steps >= 2:  # DDP rebuilt its buckets after the first step
+                n = sum(len(q) for q in state._saved.values())
+                warnings.warn(f"qccl hook: {n} bucket(s) of checkpointed residuals matched no bucket's layout; "
+                              "those buckets start from zero", RuntimeWarning)
+                state._saved.clear()
 
     if buf.is_cuda:
         # The worker enqueues on the stream backward filled the bucket on, with the bucket's
@@ -364,12 +481,16 @@ def allreduce_hook(state: "HookState", bucket: dist.GradBucket) -> torch.futures
 
         def job() -> torch.Tensor:
             with torch.cuda.device(buf.device), torch.cuda.stream(stream):
+                if rescale is not None:
+                    state._rescale(*rescale)
                 state._reduce(buf, plan, warm, step, release)
             stream.synchronize()
             return buf
     else:
 
         def job() -> torch.Tensor:
+            if rescale is not None:
+                state._rescale(*rescale)
             state._reduce(buf, plan, warm, step, release)
             return buf
 
