@@ -62,7 +62,12 @@ def _sgd(lr: float, nesterov: bool = False, wd: float = 0.0):
 
 
 # ---------------------------------------------------------------------------------------------
-def teacher_student(seed: int, nesterov: bool, scale: float = 1.0) -> Task:
+def teacher_student(seed: int, nesterov: bool, scale: float = 1.0, width: int = 256) -> Task:
+    """Regression onto a fixed random tanh network. ``width``: the student's hidden width. At 2048
+    (ts-wide-sgdm: 4.3M parameters, 4 samples per rank, 500 test samples) a step's compute is small
+    against its 17 MB of fp32 gradients: communication-bound at 1 Gbit/s, for time-to-target."""
+    wide = width != 256
+    batch, n_test = (4, 500) if wide else (32, 2000)
     g = torch.Generator().manual_seed(10_000 + seed)
     d_in, d_h, d_out = 32, 64, 8
     w1 = torch.randn(d_in, d_h, generator=g) / math.sqrt(d_in)
@@ -71,20 +76,23 @@ def teacher_student(seed: int, nesterov: bool, scale: float = 1.0) -> Task:
     def teacher(x: torch.Tensor) -> torch.Tensor:
         return torch.tanh(x @ w1) @ w2
 
-    x_test = torch.randn(2000, d_in, generator=g)
+    x_test = torch.randn(n_test, d_in, generator=g)
     test = (x_test, teacher(x_test))
 
     def batch_for(step: int, rank: int, world: int) -> Batch:
         gen = torch.Generator().manual_seed(seed * 1_000_003 + step * 101 + rank)
-        x = torch.randn(32, d_in, generator=gen)
-        return x, teacher(x) + 0.1 * torch.randn(32, d_out, generator=gen)
+        x = torch.randn(batch, d_in, generator=gen)
+        return x, teacher(x) + 0.1 * torch.randn(batch, d_out, generator=gen)
 
     def make_model() -> nn.Module:
         torch.manual_seed(seed)
-        return nn.Sequential(nn.Linear(d_in, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, d_out))
+        return nn.Sequential(nn.Linear(d_in, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
+                             nn.Linear(width, d_out))
 
-    return Task("ts-nesterov" if nesterov else "ts-sgdm", int(300 * scale), 32, 0.1, 10, False, make_model,
-                _sgd(0.1, nesterov), F.mse_loss, batch_for, test)
+    name = "ts-wide-sgdm" if wide else ("ts-nesterov" if nesterov else "ts-sgdm")
+    lr = 0.1 * min(1.0, math.sqrt(256 / width))
+    return Task(name, int(300 * scale), batch, lr, 10, False, make_model, _sgd(lr, nesterov), F.mse_loss, batch_for,
+                test)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,6 +245,7 @@ def char_lm(seed: int, scale: float = 1.0, text: Optional[bytes] = None) -> Task
 TASKS = {
     "ts-sgdm": lambda seed, scale: teacher_student(seed, False, scale),
     "ts-nesterov": lambda seed, scale: teacher_student(seed, True, scale),
+    "ts-wide-sgdm": lambda seed, scale: teacher_student(seed, False, scale, width=2048),
     "digits-sgdm": digits_mlp,
     "cnn-sgdm": digits_cnn,
     "charlm-adamw": char_lm,

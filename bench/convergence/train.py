@@ -17,15 +17,20 @@ the same model from the same initial weights on the same batches, one after the 
 
 Rank 0 evaluates the (identical) model on the task's test set every --eval-every steps and writes
 one JSON file with every variant's curves, final test loss/accuracy, whether the replicas ended
-bit-identical, wall time and qccl's bytes per step.
+bit-identical, wall time and qccl's bytes per step. Each evaluation records the training time so
+far (``time_s``: wall time of the steps, evaluations left out), for time-to-target
+(``time_to_target.py``). On the emulated cluster (``bench/cluster/launch`` sets GLOO_SOCKET_IFNAME)
+DDP's gloo group meets at rank 0's address on that interface.
 """
 
 import argparse
 import copy
+import fcntl
 import hashlib
 import json
 import os
 import socket
+import struct
 import sys
 import time
 from typing import Any, Dict, List, Optional
@@ -33,7 +38,6 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from mpi4py import MPI
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -127,6 +131,13 @@ def make_hook(kind: str, ddp: DDP, opt, codec, bits, scheme, args, task: Task, m
     return comm, state
 
 
+def quiet_barrier(mpi) -> None:
+    """A barrier whose waiting ranks sleep (MPI's spins, and would take the cores rank 0 evaluates on)."""
+    req = mpi.Ibarrier()
+    while not req.Test():
+        time.sleep(0.001)
+
+
 def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) -> Dict[str, Any]:
     kind, codec, bits, scheme = parse_variant(variant)
     ddp = DDP(copy.deepcopy(base))
@@ -137,6 +148,7 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
     evals: List[Dict[str, float]] = []
     error: Optional[str] = None
     t0 = time.perf_counter()
+    eval_s = 0.0  # time spent evaluating, left out of the evaluations' time_s
     try:
         for step in range(task.steps):
             lr = task.lr_at(step, args.constant_lr)
@@ -150,8 +162,15 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
                 torch.nn.utils.clip_grad_norm_(ddp.parameters(), args.clip)
             opt.step()
             losses.append(float(loss))
-            if mpi.rank == 0 and ((step + 1) % args.eval_every == 0 or step + 1 == task.steps):
-                evals.append(dict(step=step + 1, **evaluate(ddp.module, task)))
+            if (step + 1) % args.eval_every == 0 or step + 1 == task.steps:
+                # Every rank stops the clock together, so no rank's wait for rank 0's evaluation
+                # counts as training time.
+                quiet_barrier(mpi)
+                e0 = time.perf_counter()
+                if mpi.rank == 0:
+                    evals.append(dict(step=step + 1, time_s=e0 - t0 - eval_s, **evaluate(ddp.module, task)))
+                quiet_barrier(mpi)
+                eval_s += time.perf_counter() - e0
             if not np.isfinite(losses[-1]):
                 error = f"non-finite loss at step {step}"
                 break
@@ -160,7 +179,7 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
     wall = time.perf_counter() - t0
     # Every rank must agree on success before the next collective.
     failed = mpi.allreduce(1 if error else 0, op=MPI.MAX)
-    res: Dict[str, Any] = {"variant": variant, "wall_s": wall, "steps": task.steps}
+    res: Dict[str, Any] = {"variant": variant, "wall_s": wall, "train_s": wall - eval_s, "steps": task.steps}
     if failed:
         errors = [e for e in mpi.allgather(error) if e]
         res["error"] = errors[0] if errors else "failed on another rank"
@@ -182,14 +201,23 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
     return res
 
 
+def interface_address(ifname: str) -> str:
+    """IPv4 address of a network interface (SIOCGIFADDR)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", ifname[:15].encode()))
+    return socket.inet_ntoa(packed[20:24])
+
+
 def init_gloo(mpi) -> None:
-    port = None
+    addr = port = None
     if mpi.rank == 0:
+        ifname = os.environ.get("GLOO_SOCKET_IFNAME")
+        addr = interface_address(ifname) if ifname else "127.0.0.1"
         with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
+            s.bind((addr, 0))
             port = s.getsockname()[1]
-    port = mpi.bcast(port, root=0)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=mpi.rank, world_size=mpi.size)
+    addr, port = mpi.bcast((addr, port), root=0)
+    dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=mpi.rank, world_size=mpi.size)
 
 
 def main() -> None:
