@@ -167,7 +167,12 @@ int childDeadPeer(Transport& t, int victim) {
       double s = std::chrono::duration<double>(Clock::now() - t0).count();
       std::fprintf(stderr, "rank %d: round %d: %s after %.2f s: %s\n", rank, round, errorCodeName(e.code()), s,
                    e.what());
-      CHILD_CHECK(round == 1, "error in the first round");
+      // A slow survivor can still be finishing round 0 (with the other survivors) when the
+      // victim, done with round 0, dies: the communicator then fails fast in round 0, which is as
+      // right, provided the error is the victim's death (seen once on a loaded 2-core CI machine).
+      char victimName[32];
+      std::snprintf(victimName, sizeof victimName, "rank %d ", victim);
+      CHILD_CHECK(round == 1 || std::strstr(e.what(), victimName) != nullptr, "error in the first round: %s", e.what());
       // The bootstrap links report the death on every transport, well before the timeout (the
       // bound leaves room for a loaded CI machine; unloaded it takes milliseconds).
       CHILD_CHECK(e.code() == ErrorCode::kRemoteError, "wrong code");
