@@ -227,7 +227,7 @@ def time_tables(ix, rows):
             lines.append("| size | MPI_Allreduce | best uncompressed | fp16 ring | " + " | ".join(cs) + " |")
             lines.append("|---:|---:|---|---:|" + "---:|" * len(cs))
             for s in sizes:
-                rs = [r for r in (ix.get((link, n, c, s)) for c in cs)]
+                rs = [ix.get((link, n, c, s)) for c in cs]
                 got = [r for r in rs if r]
                 med = lambda key: sorted(r[key] for r in got)[len(got) // 2]
                 names = [best_name(r) for r in got if x_best(r) is not None]
