@@ -208,7 +208,9 @@ class UcxTransport final : public Transport {
     }
     hosts_ = hostsFromKeys(keys);
     postAbortRecv();
-    handshake();
+    handshake(1);
+    flushEndpoints();
+    handshake(2);
   }
 
   ~UcxTransport() override {
@@ -347,8 +349,16 @@ class UcxTransport final : public Transport {
   // lazily, and a wireup needs both sides to progress: without this, the first message to a peer
   // that is busy elsewhere (an abort notice, typically) could not leave before the endpoint is
   // closed. Afterwards a small message is handed to the wire (socket, shared-memory queue) at once.
-  void handshake() {
-    const ucp_tag_t tag = static_cast<ucp_tag_t>(kMaxTag) + 1;
+  //
+  // The exchange alone does not finish the wireup: a small message can travel over a lane that is
+  // usable before its peer has answered the wireup request (REQ) sent on another lane, so a rank
+  // could leave with its REQ still waiting in a TCP endpoint's queue while the peer stops
+  // progressing UCX. Destroying the worker after an abort then ends the process (UCX 1.13: "got
+  // REQ message" in ucp_ep_purge_lanes; about 1 abort in 10 on a loaded 2-core host, 1 in 2 with
+  // UCX_LOG_LEVEL=debug). So round 1 is followed by a flush of every endpoint, which completes
+  // only once its wireup has, and round 2 tells each rank that its peers have flushed too.
+  void handshake(int round) {
+    const ucp_tag_t tag = static_cast<ucp_tag_t>(kMaxTag) + static_cast<ucp_tag_t>(round);
     std::vector<uint32_t> in(static_cast<size_t>(size_), 0);
     const uint32_t mine = static_cast<uint32_t>(rank_);
     std::vector<void*> reqs;
@@ -363,6 +373,36 @@ class UcxTransport final : public Transport {
       if (UCS_PTR_IS_ERR(r)) throwUcs(UCS_PTR_STATUS(r), "handshake send to rank " + std::to_string(p));
       if (UCS_PTR_IS_PTR(r)) reqs.push_back(r);
     }
+    const ucs_status_t worst =
+        waitBootstrapRequests(reqs, "the endpoint handshake (round " + std::to_string(round) + ") with every rank");
+    if (worst != UCS_OK) throwUcs(worst, "endpoint handshake");
+    for (int p = 0; p < size_; ++p) {
+      QCCL_CHECK(p == rank_ || in[p] == static_cast<uint32_t>(p), ErrorCode::kMalformed,
+                 "qccl ucx transport: handshake: rank " + std::to_string(p) + " sent " + std::to_string(in[p]));
+    }
+  }
+
+  // Flushes every endpoint, within the communicator's timeout (see handshake()).
+  void flushEndpoints() {
+    std::vector<void*> reqs;
+    ucs_status_t worst = UCS_OK;
+    for (int p = 0; p < size_; ++p) {
+      ucp_request_param_t fp{};
+      ucs_status_ptr_t r = ucp_ep_flush_nbx(eps_[p], &fp);
+      if (UCS_PTR_IS_PTR(r)) {
+        reqs.push_back(r);
+      } else if (UCS_PTR_STATUS(r) != UCS_OK) {
+        worst = UCS_PTR_STATUS(r);
+      }
+    }
+    const ucs_status_t st = waitBootstrapRequests(reqs, "flushing the endpoints after the handshake");
+    if (worst == UCS_OK) worst = st;
+    if (worst != UCS_OK) throwUcs(worst, "endpoint flush");
+  }
+
+  // Progresses until every request is done, within the communicator's timeout, then frees them:
+  // a timeout throws, otherwise the worst status is returned.
+  ucs_status_t waitBootstrapRequests(std::vector<void*>& reqs, const std::string& what) {
     auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeoutSec_));
     bool done = false;
     while (!done) {
@@ -378,14 +418,11 @@ class UcxTransport final : public Transport {
       if (st != UCS_OK) worst = st;
       ucp_request_free(r);
     }
+    reqs.clear();
     if (!done)
-      throw Error(ErrorCode::kTimeout, "qccl ucx transport: rank " + std::to_string(rank_) +
-                                           ": the endpoint handshake with every rank timed out");
-    if (worst != UCS_OK) throwUcs(worst, "endpoint handshake");
-    for (int p = 0; p < size_; ++p) {
-      QCCL_CHECK(p == rank_ || in[p] == static_cast<uint32_t>(p), ErrorCode::kMalformed,
-                 "qccl ucx transport: handshake: rank " + std::to_string(p) + " sent " + std::to_string(in[p]));
-    }
+      throw Error(ErrorCode::kTimeout,
+                  "qccl ucx transport: rank " + std::to_string(rank_) + ": " + what + " timed out");
+    return worst;
   }
 
   void postAbortRecv() {
@@ -434,10 +471,8 @@ class UcxTransport final : public Transport {
     quiesce();
   }
 
-  // A force-closed endpoint discards its lanes in the background, and a peer's wireup messages can
-  // still be in flight: ucp_worker_destroy() purging such a lane hits an assertion in UCX 1.13
-  // ("got REQ message" in ucp_ep_purge_lanes). So progress the worker until it has been idle for a
-  // while (bounded) before it is destroyed.
+  // A force-closed endpoint discards its lanes in the background: progress the worker until it has
+  // been idle for a while (bounded) before it is destroyed.
   void quiesce() {
     constexpr auto kIdle = std::chrono::milliseconds(20);
     constexpr auto kMax = std::chrono::milliseconds(500);
