@@ -35,7 +35,7 @@ struct Row {
   double timeS = 0, mpiTimeS = 0, fp16TimeS = 0;
   std::vector<bench::Baseline> baselines;
   bench::Baseline best;
-  double wireBytes = 0, ratio = 0, relErr = 0;
+  double wireBytes = 0, interHostBytes = 0, ratio = 0, relErr = 0;
   bool checked = false;
   uint64_t wrong = 0, peakMem = 0, maxRss = 0;
   // Per call, mean over ranks: seconds encoding, decoding, waiting (of which idle), process CPU.

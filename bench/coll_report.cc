@@ -31,7 +31,8 @@ const char kCollHelp[] =
     "Time is the median over iterations of the slowest rank's time. algbw = size/time;\n"
     "busbw = algbw * 2(n-1)/n (allreduce) or (n-1)/n (allgather, reducescatter). wire_bytes = bytes this rank sent\n"
     "per call (max over ranks, headers included); ratio = the fp32 ring's per-rank bytes / wire_bytes\n"
-    "(0 when qccl sent nothing itself: auto handed an uncompressed sum to MPI_Iallreduce).\n"
+    "(0 when qccl sent nothing itself: auto handed an uncompressed sum to MPI_Iallreduce);\n"
+    "inter_host_bytes (JSON, CSV) = the part of wire_bytes sent to ranks on other hosts (max over ranks).\n"
     "Baselines, timed in the same run on the same buffers (--baselines all): MPI_Allreduce,\n"
     "MPI_Iallreduce+MPI_Wait, qccl's fp32 ring, and gloo (torch's gloo allreduce, ring-chunked and,\n"
     "for power-of-two ranks, halving-doubling; over TCP, GLOO_SOCKET_IFNAME or 127.0.0.1). For\n"
@@ -82,7 +83,7 @@ void printHeader(const Bench& b) {
         "size,count,codec,bits,algo,transport,nranks,time_s,algbw,busbw,wire_bytes,ratio,rel_err,wrong,"
         "peak_mem_bytes,max_rss_bytes,best_uncompressed,best_uncompressed_time_s,speedup_vs_best,mpi_time_s,"
         "mpi_iallreduce_time_s,qccl_ring_time_s,gloo_time_s,fp16_time_s,speedup_vs_mpi,speedup_vs_fp16,"
-        "encode_s,decode_s,wait_s,idle_s,cpu_s\n");
+        "encode_s,decode_s,wait_s,idle_s,cpu_s,inter_host_bytes\n");
   } else if (!a.json) {
     std::printf("# qccl-bench %s: %d ranks, transport %s, codec %s, bits %d, algo %s, check %d, baselines %s%s\n",
                 b.name(), gSize, a.transport.c_str(), codecLabel(b.opts.codec), b.wireBits, algoName(b.opts.algo),
@@ -133,25 +134,26 @@ void printRow(const Bench& b, const Row& r) {
     std::printf(
         "{\"collective\":\"%s\",\"size\":%zu,\"count\":%zu,\"codec\":\"%s\",\"bits\":%d,\"algo\":\"%s\","
         "\"transport\":\"%s\",\"nranks\":%d,\"time_s\":%.9g,\"algbw\":%.6g,\"busbw\":%.6g,"
-        "\"wire_bytes\":%.0f,\"ratio\":%.6g,\"rel_err\":%.6g,\"wrong\":%s,\"checked\":%s,\"peak_mem_bytes\":%llu,"
+        "\"wire_bytes\":%.0f,\"inter_host_bytes\":%.0f,\"ratio\":%.6g,\"rel_err\":%.6g,\"wrong\":%s,\"checked\":%s,"
+        "\"peak_mem_bytes\":%llu,"
         "\"max_rss_bytes\":%llu,\"best_uncompressed\":\"%s\",\"best_uncompressed_time_s\":%.9g,"
         "\"speedup_vs_best\":%.6g,\"baselines\":{%s},\"mpi_time_s\":%.9g,\"mpi_iallreduce_time_s\":%.9g,"
         "\"qccl_ring_time_s\":%.9g,\"gloo_time_s\":%.9g,\"gloo_algo\":\"%s\",\"fp16_time_s\":%.9g,"
         "\"speedup_vs_mpi\":%.6g,\"speedup_vs_fp16\":%.6g,\"encode_gbps\":%.6g,\"decode_gbps\":%.6g,"
         "\"cpu\":{\"encode_s\":%.6g,\"decode_s\":%.6g,\"wait_s\":%.6g,\"idle_s\":%.6g,\"process_s\":%.6g}}\n",
         b.name(), r.size, r.count, codec, b.wireBits, algo, b.a.transport.c_str(), gSize, r.timeS, algbw, busbw,
-        r.wireBytes, r.ratio, r.relErr, wrongText(r, "null").c_str(), r.checked ? "true" : "false",
+        r.wireBytes, r.interHostBytes, r.ratio, r.relErr, wrongText(r, "null").c_str(), r.checked ? "true" : "false",
         (unsigned long long)r.peakMem, (unsigned long long)r.maxRss, r.best.name.c_str(), r.best.timeS, xb,
         base.c_str(), r.mpiTimeS, iall, ring, gloo, glooName.c_str(), r.fp16TimeS, xm, xf, b.encGBps, b.decGBps, r.encS,
         r.decS, r.waitS, r.idleS, r.cpuS);
   } else if (b.a.csv) {
     std::printf(
         "%zu,%zu,%s,%d,%s,%s,%d,%.9g,%.6g,%.6g,%.0f,%.6g,%.6g,%s,%llu,%llu,%s,%.9g,%.6g,%.9g,%.9g,%.9g,%.9g,%.9g,%.6g,"
-        "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
+        "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.0f\n",
         r.size, r.count, codec, b.wireBits, algo, b.a.transport.c_str(), gSize, r.timeS, algbw, busbw, r.wireBytes,
         r.ratio, r.relErr, wrongText(r, "").c_str(), (unsigned long long)r.peakMem, (unsigned long long)r.maxRss,
         r.best.name.c_str(), r.best.timeS, xb, r.mpiTimeS, iall, ring, gloo, r.fp16TimeS, xm, xf, r.encS, r.decS,
-        r.waitS, r.idleS, r.cpuS);
+        r.waitS, r.idleS, r.cpuS, r.interHostBytes);
   } else {
     std::printf(
         "%12zu %10zu %10.1f %7.2f %7.2f %11.0f %6.2f %6.2f %-22s %10.1f %6.2f %6.2f %9.2e %6s %8.1f %7.2f %7.2f "

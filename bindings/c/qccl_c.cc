@@ -437,6 +437,7 @@ qcclResult_t qcclCommGetStats(const qcclComm_t comm, qcclStats_t* stats) {
     if (stats == nullptr) invalid("stats is NULL");
     qccl::CommStats s = comm->core->stats();
     stats->bytesSent = s.bytesSent;
+    stats->bytesSentInterHost = s.bytesSentInterHost;
     stats->bytesReceived = s.bytesReceived;
     stats->calls = s.calls;
     stats->residualBytes = s.residualBytes;

@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 #define QCCL_VERSION_MAJOR 0
-#define QCCL_VERSION_MINOR 1
+#define QCCL_VERSION_MINOR 2
 #define QCCL_VERSION_PATCH 0
 
 /** Result codes. Values equal qccl::ErrorCode in qccl/error.hpp. */
@@ -181,6 +181,8 @@ typedef struct {
   double decodeSeconds;
   double waitSeconds;
   double idleSeconds;
+  uint64_t bytesSentInterHost; /**< the part of bytesSent that went to ranks on other hosts (hosts as
+                                    `hier` groups them); new in 0.2.0 */
 } qcclStats_t;
 
 const char* qcclGetErrorString(qcclResult_t result);

@@ -89,8 +89,8 @@ struct Communicator::Impl {
   // Published at the end of every call, so that stats() from another thread never races the call.
   WaitTimes nativeWaits;  // waits for the transport's own collectives (check, native allreduce)
   std::atomic<double> statEncode{0}, statDecode{0}, statWait{0}, statIdle{0};
-  std::atomic<uint64_t> statBytesSent{0}, statBytesReceived{0}, statCalls{0}, statResidual{0}, statPeakResidual{0},
-      statStaging{0}, statPeakStaging{0}, statTensors{0}, statEvictions{0};
+  std::atomic<uint64_t> statBytesSent{0}, statBytesSentInterHost{0}, statBytesReceived{0}, statCalls{0},
+      statResidual{0}, statPeakResidual{0}, statStaging{0}, statPeakStaging{0}, statTensors{0}, statEvictions{0};
 
   Impl(TransportPtr t, Options o)
       : transport(std::move(t)),
@@ -241,6 +241,7 @@ struct Communicator::Impl {
     const TensorStateStats t = tensors.stats();
     const uint64_t spaces = host->bytesHeld() + (dev ? dev->bytesHeld() : 0);
     statBytesSent.store(e.bytesSent);
+    statBytesSentInterHost.store(e.bytesSentInterHost);
     statBytesReceived.store(e.bytesReceived);
     statResidual.store(t.bytes);
     statPeakResidual.store(t.peakBytes);
@@ -599,6 +600,7 @@ CommStats Communicator::stats() const {
   const Impl& m = *impl_;
   CommStats s;
   s.bytesSent = m.statBytesSent.load();
+  s.bytesSentInterHost = m.statBytesSentInterHost.load();
   s.bytesReceived = m.statBytesReceived.load();
   s.calls = m.statCalls.load();
   s.residualBytes = m.statResidual.load();

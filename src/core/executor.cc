@@ -127,7 +127,7 @@ struct Executor::StepState {
   }
 };
 
-Executor::Executor(Transport& transport) : t_(transport) {}
+Executor::Executor(Transport& transport) : t_(transport), hostOf_(transport.hostOfRanks()) {}
 Executor::~Executor() {
   scratch_.clear();                // outstanding requests go before the memory they point at
   if (!poisoned_) releaseSlots();  // after a failure the slots are leaked on purpose (abandon())
@@ -336,6 +336,8 @@ void Executor::sendChunk(StepState& S, size_t g, size_t k) {
   for (int peer : grp.peers) {
     reqs.push_back(t_.isend(peer, makeTag(S.si, k, t_.tagLimit()), buf, bytes));
     stats_.bytesSent += bytes;
+    if (hostOf_[static_cast<size_t>(peer)] != hostOf_[static_cast<size_t>(t_.rank())])
+      stats_.bytesSentInterHost += bytes;
   }
 }
 

@@ -64,6 +64,7 @@ struct ExecParams {
 
 struct ExecStats {
   uint64_t bytesSent = 0;
+  uint64_t bytesSentInterHost = 0;  ///< the part of bytesSent sent to ranks on other hosts
   uint64_t bytesReceived = 0;
   uint64_t stagingBytes = 0;
   uint64_t peakStagingBytes = 0;
@@ -116,6 +117,7 @@ class Executor {
   void accountStaging(size_t grown);
 
   Transport& t_;
+  std::vector<int> hostOf_;  ///< t_.hostOfRanks(), taken once
   struct Slot {
     uint8_t* ptr = nullptr;
     size_t bytes = 0;

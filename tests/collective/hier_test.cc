@@ -123,6 +123,43 @@ TEST(Hier, LossyCodecsMatchSraPerLaneOnTheHostSums) {
   }
 }
 
+// The inter-host byte counter: none on one host, all of them when every rank is its own host, and
+// on 2 hosts x 2 ranks hier sends about half of flat sra's inter-host bytes (each lane crosses the
+// link with half the tensor, where flat sra sends every rank's share to both remote ranks).
+TEST(Hier, InterHostBytesAreCountedPerPeerHost) {
+  const size_t count = 100003;
+  auto measure = [&](const std::vector<int>& hosts, Algo algo) {
+    const int n = static_cast<int>(hosts.size());
+    std::vector<CommStats> st(n);
+    runHosts(hosts, testOptions(), [&](Communicator& c, int r) {
+      std::vector<float> buf = exactInput(count, r);
+      TensorOpts t;
+      t.id = 5;
+      t.codec = CodecId::kOneBit;
+      t.algo = algo;
+      c.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, RedOp::kSum, t);
+      st[r] = c.stats();
+    });
+    return st;
+  };
+  for (const CommStats& s : measure({0, 0, 0}, Algo::kSra)) {
+    EXPECT_GT(s.bytesSent, 0u);
+    EXPECT_EQ(s.bytesSentInterHost, 0u);
+  }
+  for (const CommStats& s : measure({0, 1, 2}, Algo::kSra)) {
+    EXPECT_GT(s.bytesSent, 0u);
+    EXPECT_EQ(s.bytesSentInterHost, s.bytesSent);
+  }
+  const std::vector<CommStats> flat = measure({0, 0, 1, 1}, Algo::kSra), hier = measure({0, 0, 1, 1}, Algo::kHier);
+  for (int r = 0; r < 4; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_GT(hier[r].bytesSentInterHost, 0u);
+    EXPECT_LT(hier[r].bytesSentInterHost, hier[r].bytesSent);  // the fp32 intra-host stages dominate
+    EXPECT_LT(static_cast<double>(hier[r].bytesSentInterHost), 0.6 * static_cast<double>(flat[r].bytesSentInterHost));
+    EXPECT_GT(static_cast<double>(hier[r].bytesSentInterHost), 0.4 * static_cast<double>(flat[r].bytesSentInterHost));
+  }
+}
+
 TEST(Hier, MismatchedCountFailsOnEveryRank) {
   Options opts = testOptions();
   opts.timeoutSec = 5;

@@ -105,7 +105,7 @@ def test_loopback_lossy_is_identical_across_ranks():
 def test_error_type_and_codes():
     e = qccl.Error("boom", 8)
     assert isinstance(e, RuntimeError) and e.code == 8 and e.name == "qcclMismatch" and str(e) == "boom"
-    assert qccl.library_version() == 100  # 0.1.0
+    assert qccl.library_version() == 200  # 0.2.0
 
 
 def test_config_overrides_and_environment():

@@ -28,7 +28,7 @@ from ._core import (
 )
 from . import _qccl
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 HAVE_CUDA = _qccl.HAVE_CUDA
 HAVE_MPI = _qccl.HAVE_MPI
 HAVE_UCX = _qccl.HAVE_UCX

@@ -232,6 +232,7 @@ nb::dict stats(const Comm& self) {
   self.run("qcclCommGetStats", [&](qcclComm_t c) { return qcclCommGetStats(c, &s); });
   nb::dict d;
   d["bytes_sent"] = s.bytesSent;
+  d["bytes_sent_inter_host"] = s.bytesSentInterHost;
   d["bytes_received"] = s.bytesReceived;
   d["calls"] = s.calls;
   d["residual_bytes"] = s.residualBytes;
