@@ -175,6 +175,7 @@ void optionsToConfig(const qccl::Options& o, qcclConfig_t* c) {
   c->algo = static_cast<int>(o.algo);
   c->errorFeedback = o.errorFeedback ? 1 : 0;
   c->maxResidualBytes = o.maxResidualBytes;
+  c->intraCodec = static_cast<int>(o.intraCodec);
 }
 
 qccl::Options configToOptions(const qcclConfig_t* c) {
@@ -208,6 +209,7 @@ qccl::Options configToOptions(const qcclConfig_t* c) {
   o.algo = algoFromInt(c->algo, "config->algo");
   o.errorFeedback = c->errorFeedback != 0;
   o.maxResidualBytes = c->maxResidualBytes;
+  o.intraCodec = codecFromInt(c->intraCodec, "config->intraCodec");
   qccl::validate(o);
   return o;
 }

@@ -113,6 +113,7 @@ typedef enum {
  *    QCCL_ALGO         algo             auto|ring|sra|allgather|hier (default auto)
  *    QCCL_ERROR_FEEDBACK errorFeedback  0|1 (default 1)
  *    QCCL_MAX_RESIDUAL_BYTES maxResidualBytes  cap on per-tensor state, 0 = none (default 0)
+ *    QCCL_INTRA_CODEC  intraCodec       hier inside a host: none|fp16|bf16 (default none = fp32)
  *  Read elsewhere, also only in src/core/config.cc:
  *    QCCL_CPU_ISA      cap on the CPU codec kernels: scalar|avx2|avx512 (default: the best present)
  *    QCCL_SOCKET_IFNAME interface whose IPv4 address goes into a unique id (default: first up,
@@ -137,6 +138,9 @@ typedef struct {
   /** Cap in bytes on the per-tensor state (residuals + bookkeeping); 0 = none. Beyond it the least
    *  recently used tensors lose their state, with a one-time warning on stderr. */
   size_t maxResidualBytes;
+  /** hier: what the stages inside a host send: qcclCodecNone (fp32, default), qcclCodecFp16 or
+   *  qcclCodecBf16 (no residual, like the ring's casts). New in 0.2.0. */
+  int intraCodec;
 } qcclConfig_t;
 
 /** Per-call tensor options.

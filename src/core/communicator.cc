@@ -392,13 +392,15 @@ void Communicator::Impl::runPlan(const Plan& plan, const float* src, float* dst,
 }
 
 // The three plans of plan_hier.hpp in place on `work`, one after the other: the intra-host ones in
-// fp32 without residuals, the inter-host one with the call's codec and the tensor's residuals. They
-// reuse tags, which is safe: a run drains every receive it posted before the next run starts, and
+// Options::intraCodec (fp32 or a cast) without residuals, the inter-host one with the call's codec and the tensor's
+// residuals. They reuse tags, which is safe: a run drains every receive it posted before the next run starts, and
 // messages of one (peer, tag) are matched in order.
 void Communicator::Impl::runHier(size_t count, float* work, const Selection& s, TensorState* st, uint32_t seq,
                                  MemorySpace& space) {
   const HierPlan& hp = hierPlan(count, s.codec.bucket ? s.codec.bucket : 32);
-  const ExecParams intra = params(resolveConfig(CodecConfig{}), seq, space.ops());
+  CodecConfig intraCodec;
+  intraCodec.codec = opts.intraCodec;
+  const ExecParams intra = params(resolveConfig(intraCodec), seq, space.ops());
   ExecParams inter = params(s.codec, seq, space.ops());
   if (s.errorFeedback) {
     inter.ownerResidual = tensors.owner(*st, hp.inter.ownerRange.size(), space);

@@ -3,7 +3,7 @@
 //
 //   QCCL_CODEC, QCCL_BITS, QCCL_BUCKET, QCCL_STOCHASTIC, QCCL_SEED    Options::codec
 //   QCCL_MIN_COMPRESS, QCCL_CHUNK_BYTES, QCCL_PIPELINE, QCCL_TIMEOUT  Options (sizes, time)
-//   QCCL_WARMUP, QCCL_ALGO, QCCL_ERROR_FEEDBACK, QCCL_MAX_RESIDUAL_BYTES
+//   QCCL_WARMUP, QCCL_ALGO, QCCL_ERROR_FEEDBACK, QCCL_MAX_RESIDUAL_BYTES, QCCL_INTRA_CODEC
 //   QCCL_CPU_ISA        cap on the CPU codec kernels (env::cpuIsaCap, read once by the dispatcher)
 //   QCCL_SOCKET_IFNAME  interface of the UCX bootstrap address (env::socketIfname)
 //   QCCL_HOST_ID        this process's host key for host grouping (env::hostId)
@@ -108,8 +108,18 @@ Options optionsFromEnv(Options base) {
     try {
       o.algo = parseAlgoName(v);
     } catch (const Error&) {
-      badValue("QCCL_ALGO", v, "auto|ring|sra|allgather");
+      badValue("QCCL_ALGO", v, "auto|ring|sra|allgather|hier");
     }
+  }
+  if ((v = std::getenv("QCCL_INTRA_CODEC")) != nullptr) {
+    CodecId c = CodecId::kOneBit;
+    try {
+      c = parseCodecName(v);
+    } catch (const Error&) {
+    }
+    if (c != CodecId::kFp32 && c != CodecId::kFp16 && c != CodecId::kBf16)
+      badValue("QCCL_INTRA_CODEC", v, "none|fp16|bf16");
+    o.intraCodec = c;
   }
   if ((v = std::getenv("QCCL_ERROR_FEEDBACK")) != nullptr) o.errorFeedback = parseBool("QCCL_ERROR_FEEDBACK", v);
   if ((v = std::getenv("QCCL_MAX_RESIDUAL_BYTES")) != nullptr)
@@ -140,6 +150,9 @@ void validate(const Options& o) {
              "options: timeoutSec must be a positive number of seconds");
   QCCL_CHECK(o.warmupCalls >= 0, ErrorCode::kInvalidArgument, "options: warmupCalls must be >= 0");
   QCCL_CHECK(isValid(o.algo), ErrorCode::kInvalidArgument, "options: unknown algorithm");
+  QCCL_CHECK(o.intraCodec == CodecId::kFp32 || o.intraCodec == CodecId::kFp16 || o.intraCodec == CodecId::kBf16,
+             ErrorCode::kInvalidArgument,
+             std::string("options: intraCodec must be none (fp32), fp16 or bf16, got ") + codecName(o.intraCodec));
 }
 
 namespace env {

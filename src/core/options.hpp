@@ -41,6 +41,9 @@ struct Options {
   /// Cap on the memory of per-tensor state (residuals plus bookkeeping); 0 = no cap. Beyond it
   /// the least recently used tensors lose their state (a one-time warning says so).
   size_t maxResidualBytes = 0;
+  /// hier: what the stages inside a host send, fp32 (default), fp16 or bf16 (a cast: like the
+  /// ring's casts, no residual; the inter-host stage keeps the call's codec and its residuals).
+  CodecId intraCodec = CodecId::kFp32;
 };
 
 /// Throws Error(kInvalidArgument) naming the first option that is out of range.

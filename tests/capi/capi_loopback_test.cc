@@ -94,6 +94,10 @@ TEST(CApi, BadConfigIsRejected) {
   cfg = testConfig();
   cfg.algo = 9;
   EXPECT_EQ(qcclCommInitLoopback(comms, 2, &cfg), qcclInvalidArgument);
+  cfg = testConfig();
+  cfg.intraCodec = qcclCodecOneBit;  // only fp32 and the casts inside a host
+  EXPECT_EQ(qcclCommInitLoopback(comms, 2, &cfg), qcclInvalidArgument);
+  EXPECT_NE(std::string(qcclGetLastError(nullptr)).find("intraCodec"), std::string::npos) << qcclGetLastError(nullptr);
   EXPECT_EQ(comms[0], nullptr);
   EXPECT_EQ(qcclCommInitLoopback(comms, 0, nullptr), qcclInvalidArgument);
   EXPECT_EQ(qcclCommInitLoopback(nullptr, 2, nullptr), qcclInvalidArgument);

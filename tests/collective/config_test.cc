@@ -24,6 +24,7 @@ const char* const kVars[] = {"QCCL_CODEC",
                              "QCCL_ALGO",
                              "QCCL_ERROR_FEEDBACK",
                              "QCCL_MAX_RESIDUAL_BYTES",
+                             "QCCL_INTRA_CODEC",
                              "QCCL_CPU_ISA",
                              "QCCL_SOCKET_IFNAME"};
 
@@ -48,6 +49,7 @@ TEST_F(Env, DefaultsWithoutVariables) {
   EXPECT_EQ(o.warmupCalls, 0);
   EXPECT_EQ(o.algo, Algo::kAuto);
   EXPECT_TRUE(o.errorFeedback);
+  EXPECT_EQ(o.intraCodec, CodecId::kFp32);
 }
 
 TEST_F(Env, EveryVariableOverrides) {
@@ -64,6 +66,7 @@ TEST_F(Env, EveryVariableOverrides) {
   setenv("QCCL_ALGO", "sra", 1);
   setenv("QCCL_ERROR_FEEDBACK", "0", 1);
   setenv("QCCL_MAX_RESIDUAL_BYTES", "256M", 1);
+  setenv("QCCL_INTRA_CODEC", "bf16", 1);
   Options o = optionsFromEnv();
   EXPECT_EQ(o.codec.codec, CodecId::kMaxMin);
   EXPECT_EQ(o.codec.bits, 8);
@@ -78,6 +81,7 @@ TEST_F(Env, EveryVariableOverrides) {
   EXPECT_EQ(o.algo, Algo::kSra);
   EXPECT_FALSE(o.errorFeedback);
   EXPECT_EQ(o.maxResidualBytes, size_t{256} << 20);
+  EXPECT_EQ(o.intraCodec, CodecId::kBf16);
 }
 
 // The variables the lower layers use are read here too (config.cc is the only reader).
@@ -100,18 +104,30 @@ TEST_F(Env, OverridesApplyToTheGivenBase) {
 }
 
 TEST_F(Env, BadValuesAreInvalidArguments) {
-  const std::vector<std::pair<const char*, const char*>> bad = {
-      {"QCCL_CODEC", "zip"},        {"QCCL_BITS", "3"},
-      {"QCCL_BITS", "4x"},          {"QCCL_BUCKET", "100"},
-      {"QCCL_BUCKET", "-32"},       {"QCCL_BUCKET", "131072"},
-      {"QCCL_STOCHASTIC", "maybe"}, {"QCCL_SEED", "-1"},
-      {"QCCL_MIN_COMPRESS", "1T"},  {"QCCL_CHUNK_BYTES", "0"},
-      {"QCCL_CHUNK_BYTES", ""},     {"QCCL_PIPELINE", "0"},
-      {"QCCL_TIMEOUT", "0"},        {"QCCL_TIMEOUT", "nan"},
-      {"QCCL_TIMEOUT", "5s"},       {"QCCL_WARMUP", "-2"},
-      {"QCCL_ALGO", "tree"},        {"QCCL_ERROR_FEEDBACK", "2"},
-      {"QCCL_CHUNK_BYTES", "2G"},   {"QCCL_CHUNK_BYTES", "3"},
-      {"QCCL_PIPELINE", "65"},      {"QCCL_MAX_RESIDUAL_BYTES", "lots"}};
+  const std::vector<std::pair<const char*, const char*>> bad = {{"QCCL_CODEC", "zip"},
+                                                                {"QCCL_BITS", "3"},
+                                                                {"QCCL_BITS", "4x"},
+                                                                {"QCCL_BUCKET", "100"},
+                                                                {"QCCL_BUCKET", "-32"},
+                                                                {"QCCL_BUCKET", "131072"},
+                                                                {"QCCL_STOCHASTIC", "maybe"},
+                                                                {"QCCL_SEED", "-1"},
+                                                                {"QCCL_MIN_COMPRESS", "1T"},
+                                                                {"QCCL_CHUNK_BYTES", "0"},
+                                                                {"QCCL_CHUNK_BYTES", ""},
+                                                                {"QCCL_PIPELINE", "0"},
+                                                                {"QCCL_TIMEOUT", "0"},
+                                                                {"QCCL_TIMEOUT", "nan"},
+                                                                {"QCCL_TIMEOUT", "5s"},
+                                                                {"QCCL_WARMUP", "-2"},
+                                                                {"QCCL_ALGO", "tree"},
+                                                                {"QCCL_ERROR_FEEDBACK", "2"},
+                                                                {"QCCL_CHUNK_BYTES", "2G"},
+                                                                {"QCCL_CHUNK_BYTES", "3"},
+                                                                {"QCCL_PIPELINE", "65"},
+                                                                {"QCCL_MAX_RESIDUAL_BYTES", "lots"},
+                                                                {"QCCL_INTRA_CODEC", "onebit"},
+                                                                {"QCCL_INTRA_CODEC", "zip"}};
   for (auto [var, value] : bad) {
     setenv(var, value, 1);
     try {

@@ -3,6 +3,8 @@
 // codecs (with the residuals carried over calls), identical on every rank.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "coll_test_util.hpp"
@@ -157,6 +159,51 @@ TEST(Hier, InterHostBytesAreCountedPerPeerHost) {
     EXPECT_LT(hier[r].bytesSentInterHost, hier[r].bytesSent);  // the fp32 intra-host stages dominate
     EXPECT_LT(static_cast<double>(hier[r].bytesSentInterHost), 0.6 * static_cast<double>(flat[r].bytesSentInterHost));
     EXPECT_GT(static_cast<double>(hier[r].bytesSentInterHost), 0.4 * static_cast<double>(flat[r].bytesSentInterHost));
+  }
+}
+
+// Options::intraCodec fp16/bf16: the stages inside a host send half the bytes, every rank gets the
+// same result, and it stays within the cast's rounding of the exact sum (fp32 inter-host stage).
+TEST(Hier, IntraCodecCastsHalveTheIntraHostBytes) {
+  const size_t count = 100003;
+  const std::vector<int> hosts = {0, 0, 1, 1};
+  auto run = [&](CodecId intra, std::vector<std::vector<float>>* out) {
+    Options o = testOptions();
+    o.intraCodec = intra;
+    std::vector<CommStats> st(hosts.size());
+    out->assign(hosts.size(), {});
+    runHosts(hosts, o, [&](Communicator& c, int r) {
+      std::vector<float> x = exactInput(count, r);
+      for (float& v : x) v *= 0.001f;
+      TensorOpts t;
+      t.codec = CodecId::kFp32;
+      t.algo = Algo::kHier;
+      c.allreduce(x.data(), x.data(), count, DataType::kFloat32, RedOp::kSum, t);
+      (*out)[r] = x;
+      st[r] = c.stats();
+    });
+    return st;
+  };
+  std::vector<std::vector<float>> exact, half;
+  const std::vector<CommStats> s32 = run(CodecId::kFp32, &exact);
+  for (CodecId intra : {CodecId::kFp16, CodecId::kBf16}) {
+    SCOPED_TRACE(codecName(intra));
+    const std::vector<CommStats> s16 = run(intra, &half);
+    const double tol = intra == CodecId::kFp16 ? 2e-3 : 1.6e-2;  // a few roundings of 2^-11 / 2^-8
+    for (size_t r = 0; r < hosts.size(); ++r) {
+      ASSERT_EQ(half[r], half[0]) << "rank " << r << " differs from rank 0";
+      const double intra32 = static_cast<double>(s32[r].bytesSent - s32[r].bytesSentInterHost);
+      const double intra16 = static_cast<double>(s16[r].bytesSent - s16[r].bytesSentInterHost);
+      EXPECT_LT(intra16, 0.55 * intra32) << "rank " << r;
+      EXPECT_GT(intra16, 0.45 * intra32) << "rank " << r;
+    }
+    double worst = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const double e = std::abs(static_cast<double>(half[0][i]) - exact[0][i]);
+      worst = std::max(worst, e / std::max(1e-3, std::abs(static_cast<double>(exact[0][i]))));
+    }
+    EXPECT_LT(worst, tol);
+    EXPECT_GT(worst, 0.0);  // the cast did round something
   }
 }
 

@@ -116,6 +116,12 @@ def test_config_overrides_and_environment():
     with pytest.raises(qccl.Error, match="bucket") as e:
         qccl.loopback(2, bucket=100)
     assert e.value.code == 4
+    [c] = qccl.loopback(1, intra_codec="bf16")
+    c.destroy()
+    with pytest.raises(qccl.Error, match="intraCodec") as e:
+        qccl.loopback(1, intra_codec="onebit")
+    assert e.value.code == 4
+    assert qccl.config_defaults()["intra_codec"] == qccl.CODECS["none"]
     # QCCL_* variables are read when a configuration is made: check them in a fresh interpreter.
     code = "import qccl; d = qccl.config_defaults(); print(d['codec'], d['bits'])"
     env = dict(os.environ, QCCL_CODEC="maxmin", QCCL_BITS="8")

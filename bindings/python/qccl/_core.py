@@ -57,6 +57,7 @@ _CONFIG_FIELDS = (
     "warmup_calls",
     "algo",
     "error_feedback",
+    "intra_codec",
 )
 
 
@@ -84,8 +85,8 @@ def _config(overrides: Dict[str, Any]) -> Dict[str, Any]:
             raise _invalid(f"unknown config field '{key}'; expected one of {list(_CONFIG_FIELDS)}")
         if value is None:
             continue
-        if key == "codec":
-            value = _lookup(CODECS, value, "codec", 0)
+        if key in ("codec", "intra_codec"):
+            value = _lookup(CODECS, value, key.replace("_", " "), 0)
         elif key == "algo":
             value = _lookup(ALGOS, value, "algorithm", 0)
         cfg[key] = value

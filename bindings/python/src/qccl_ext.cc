@@ -118,6 +118,8 @@ qcclConfig_t makeConfig(const nb::dict& overrides) {
       c.algo = nb::cast<int>(v);
     else if (key == "error_feedback")
       c.errorFeedback = nb::cast<bool>(v) ? 1 : 0;
+    else if (key == "intra_codec")
+      c.intraCodec = nb::cast<int>(v);
     else
       invalid("unknown config field '" + key + "'");
   }
@@ -138,6 +140,7 @@ nb::dict configToDict(const qcclConfig_t& c) {
   d["warmup_calls"] = c.warmupCalls;
   d["algo"] = c.algo;
   d["error_feedback"] = c.errorFeedback != 0;
+  d["intra_codec"] = c.intraCodec;
   return d;
 }
 
