@@ -22,6 +22,7 @@
 
 #include "baselines.hpp"
 #include "coll_bench.hpp"
+#include "core/select.hpp"
 #include "model.hpp"
 #include "qccl/codec.hpp"
 #include "qccl/qccl.h"
@@ -189,9 +190,24 @@ std::vector<float> replay(const Bench& b, size_t count, const qcclTensorOpts_t& 
 // Largest |input| of any rank (see input()).
 constexpr double kMaxInput = 4.0;
 
+// What the library runs for a call of `count` elements with the options under test (allreduce):
+// its own rule (selectAlgorithm), not a copy of it, so the bound and the model follow it.
+int libraryAlgo(const Bench& b, size_t count) {
+  qccl::SelectInput in;
+  in.requested = static_cast<qccl::Algo>(b.opts.algo);
+  in.codec.codec = static_cast<qccl::CodecId>(b.opts.codec);
+  in.codec.bits = b.opts.bits;
+  in.count = count;
+  in.nranks = gSize;
+  in.minCompressBytes = b.cfg.minCompressBytes;
+  in.errorFeedback = b.cfg.errorFeedback != 0;
+  in.hasId = true;
+  return static_cast<int>(qccl::selectAlgorithm(in).algo);
+}
+
 // A sound per-element bound on |result - exact| for one call without residuals (see kHelp). f bounds
 // one encode's error relative to the largest |value| in the bucket.
-double errorBound(const Bench& b) {
+double errorBound(const Bench& b, size_t count) {
   double f = 1.0;  // onebit, signscale, dyn8: decoded value has the sign of v and |q| <= bucket max
   int codec = b.opts.codec;
   if (codec == qcclCodecFp16) f = std::ldexp(1.0, -11);
@@ -200,9 +216,7 @@ double errorBound(const Bench& b) {
   double n = gSize, a = kMaxInput;
   if (b.a.allgather) return f * a + 1e-6;
   if (b.a.reduceScatter) return f * n * a + 1e-6;  // n worker encodes, no owner stage
-  bool cast = codec == qcclCodecFp16 || codec == qcclCodecBf16;
-  int algo = b.opts.algo;
-  if (algo == qcclAlgoAuto) algo = cast ? qcclAlgoRing : (gSize >= 3 ? qcclAlgoSra : qcclAlgoAllgather);
+  const int algo = libraryAlgo(b, count);
   if (algo == qcclAlgoAllgather) return f * n * a + 1e-6;
   if (algo == qcclAlgoRing) return n * f * n * a * std::pow(1 + f, n) + 1e-6;  // n casts of partial sums
   return f * n * a * (2 + f) + 1e-6;  // sra: n worker encodes, then the owner's encode of |sum| <= n(a + fa)
@@ -229,7 +243,7 @@ void checkSize(const Bench& b, const float* send, size_t count, uint64_t id, Row
     // reproduce: it is checked across ranks and against the bound only.
     const bool replayable = !lossless && t.algo != qcclAlgoHier;
     if (replayable) rep = replay(b, count, t);
-    const double bound = errorBound(b);
+    const double bound = errorBound(b, count);
     for (size_t i = 0; i < rc; ++i) {
       double ex = exactResult(b, count, i, gRank);
       err2 += (recv[i] - ex) * (recv[i] - ex);
@@ -305,12 +319,9 @@ void codecBytes(const Bench& b, const char* algo, size_t count, double* enc, dou
   }
 }
 
-const char* effectiveAlgo(const Bench& b) {
+const char* effectiveAlgo(const Bench& b, size_t count) {
   if (b.a.allgather) return "allgather";
-  int algo = b.opts.algo;
-  const bool cast = b.opts.codec == qcclCodecNone || b.opts.codec == qcclCodecFp16 || b.opts.codec == qcclCodecBf16;
-  if (algo == qcclAlgoAuto) algo = cast ? qcclAlgoRing : (gSize >= 3 ? qcclAlgoSra : qcclAlgoAllgather);
-  return algoName(algo);
+  return algoName(libraryAlgo(b, count));
 }
 
 // Mean over ranks of a per-rank value.
@@ -400,8 +411,8 @@ bench::LinkFit applyModel(const Bench& b, std::vector<Row>* rows) {
   MPI_Comm_size(node, &onNode);
   MPI_Comm_free(&node);
   const double share = static_cast<double>(onNode) / static_cast<double>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-  const char* algo = effectiveAlgo(b);
   for (Row& r : *rows) {
+    const char* algo = effectiveAlgo(b, r.count);
     double enc = 0, dec = 0;
     codecBytes(b, algo, r.count, &enc, &dec);
     const double cpu = bench::codecSeconds(enc, dec, b.encGBps, b.decGBps, share);
