@@ -82,6 +82,7 @@ struct Communicator::Impl {
   std::map<std::tuple<int, size_t, size_t>, Plan> plans;
   static constexpr size_t kMaxCachedPlans = 256;
   std::map<std::pair<size_t, size_t>, HierPlan> hierPlans;  // by (count, alignment), same bound
+  std::map<size_t, HierAllgatherPlan> hierGatherPlans;      // by count, same bound
   // The cross-rank check's words. Heap memory that an abandoned check may still write into is
   // leaked on purpose rather than freed under MPI (see agree()).
   static constexpr int kCheckWords = 6;
@@ -167,6 +168,14 @@ struct Communicator::Impl {
         break;
     }
     return plans.emplace(key, std::move(p)).first->second;
+  }
+
+  const HierAllgatherPlan& hierGatherPlan(size_t count) {
+    auto it = hierGatherPlans.find(count);
+    if (it != hierGatherPlans.end()) return it->second;
+    if (hierGatherPlans.size() >= kMaxCachedPlans) hierGatherPlans.clear();
+    HierAllgatherPlan p = planHierAllgather(transport->rank(), transport->hostOfRanks(), count);
+    return hierGatherPlans.emplace(count, std::move(p)).first->second;
   }
 
   const HierPlan& hierPlan(size_t count, size_t align) {
@@ -481,6 +490,7 @@ void Communicator::Impl::allgather(const void* send, void* recv, size_t count, D
   const size_t n = static_cast<size_t>(transport->size());
   TensorState* st = nullptr;
   Selection s = decideOther(t, count, 0, space, &st, "allgather");
+  const bool hier = (t.algo ? *t.algo : opts.algo) == Algo::kHier;
   s.algo = Algo::kAllgather;
   const uint32_t seq = callTag(++callNumber, t.id);
   const float* in = static_cast<const float*>(send);
@@ -491,7 +501,21 @@ void Communicator::Impl::allgather(const void* send, void* recv, size_t count, D
     in = tmp;
     out = space.scratch(1, count * n);
   }
-  runPlan(plan(-1, count, 1), in, out, s, st, seq, space);
+  if (hier) {
+    // By host (plan_hier.hpp): the inter plan with the call's codec and residual, then the intra
+    // plan forwarding the decoded blocks as fp32, so every rank ends with the same values.
+    const HierAllgatherPlan& hp = hierGatherPlan(count);
+    ExecParams inter = params(s.codec, seq, space.ops());
+    if (s.errorFeedback) inter.workerResidual = tensors.worker(*st, space);
+    const ExecParams exact = params(resolveConfig(CodecConfig{}), seq, space.ops());
+    guarded([&] {
+      exec.run(hp.inter, in, out, inter);
+      exec.run(hp.intra, out, out, exact);
+    });
+    if (st != nullptr) tensors.finish(*st);
+  } else {
+    runPlan(plan(-1, count, 1), in, out, s, st, seq, space);
+  }
   if (dtype != DataType::kFloat32) space.fromFloat(out, dtype, recv, count * n);
 }
 

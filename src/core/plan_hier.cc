@@ -125,4 +125,50 @@ HierPlan planHier(int rank, const std::vector<int>& hostOfIn, size_t count, size
   return hp;
 }
 
+HierAllgatherPlan planHierAllgather(int rank, const std::vector<int>& hostOfIn, size_t count) {
+  const std::vector<int> hostOf = normalizeHosts(hostOfIn);
+  const int size = static_cast<int>(hostOf.size());
+  QCCL_CHECK(rank >= 0 && rank < size, ErrorCode::kInvalidArgument, "hier allgather plan: rank out of range");
+  const std::vector<std::vector<int>> local = localRanks(hostOf);
+  const int H = static_cast<int>(local.size()), me = hostOf[rank];
+  std::vector<int> localIndex(size);
+  for (const auto& l : local)
+    for (size_t i = 0; i < l.size(); ++i) localIndex[l[i]] = static_cast<int>(i);
+  // The rank of host h that holds block b after the inter plan.
+  auto holder = [&](int h, int b) {
+    return hostOf[b] == h ? b : local[h][static_cast<size_t>(localIndex[b]) % local[h].size()];
+  };
+  auto block = [&](int b) { return Range{static_cast<size_t>(b) * count, static_cast<size_t>(b + 1) * count}; };
+
+  HierAllgatherPlan p;
+  p.inter = emptyPlan(rank, size, count);
+  p.inter.shards.assign(1, Range{0, count});
+  PlanStep st;
+  st.op = RecvOp::kCopy;
+  st.residual = Residual::kWorker;
+  st.sends.push_back({rank, Range{0, count}, 0});  // self first: this rank keeps its own decoding
+  for (int i = 1; i < H; ++i) st.sends.push_back({holder((me + i) % H, rank), Range{0, count}, 0});
+  st.recvs.push_back({rank, Range{0, count}, static_cast<size_t>(rank) * count});
+  for (int b = 0; b < size; ++b)
+    if (hostOf[b] != me && holder(me, b) == rank) st.recvs.push_back({b, Range{0, count}, block(b).begin});
+  p.inter.steps.push_back(std::move(st));
+
+  p.intra = emptyPlan(rank, size, count * static_cast<size_t>(size));
+  p.intra.pipelineSteps = true;
+  for (int b = 0; b < size; ++b) {
+    PlanStep s;
+    s.op = RecvOp::kCopy;
+    s.residual = Residual::kNone;
+    const int h = holder(me, b);
+    if (h == rank) {
+      for (int q : local[me])
+        if (q != rank) s.sends.push_back({q, block(b), block(b).begin});
+    } else {
+      s.recvs.push_back({h, block(b), block(b).begin});
+    }
+    p.intra.steps.push_back(std::move(s));
+  }
+  return p;
+}
+
 }  // namespace qccl

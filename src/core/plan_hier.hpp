@@ -50,4 +50,22 @@ int hierLaneOwner(const std::vector<int>& hostOf, int host, int lane);
 /// The three plans of rank `rank` (see above). hostOf[r] names rank r's host (normalized here).
 HierPlan planHier(int rank, const std::vector<int>& hostOf, size_t count, size_t bucket);
 
+/// Hierarchical allgather (rank q's `count` elements land at offset q * count of the output), as
+/// two plans run one after the other:
+///   1. inter (source: this rank's input; destination: the output): every rank encodes its own
+///      block once (worker residual) and sends it to itself and, on every other host, to the rank
+///      that holds its lane there (local rank l mod that host's rank count, l its own local
+///      rank); it receives the blocks of the remote ranks whose lane it holds. One step.
+///   2. intra (in place on the output, sent as they are): on each host the holder of block b (its
+///      owner, or the rank that received it) sends it to the host's other ranks. One step per
+///      block (one stream per step and peer), run together.
+/// Every block crosses the slow links once per remote host instead of once per remote rank, and
+/// every rank ends with the decodings of the same encodings: the result is bit for bit the flat
+/// allgather's with the same codec and residuals, when the intra plan forwards fp32.
+struct HierAllgatherPlan {
+  Plan inter;
+  Plan intra;
+};
+HierAllgatherPlan planHierAllgather(int rank, const std::vector<int>& hostOf, size_t count);
+
 }  // namespace qccl

@@ -11,6 +11,7 @@
 //                         bit for bit against the scatter stage computed here with the codec
 //     mismatch-reducescatter  rank 0 passes another recvcount: qcclMismatch / qcclRemoteError everywhere
 //     hier                qcclAlgoHier with QCCL_HOST_ID = rank / 2 (hosts of two ranks): exact fp32,
+//                         allgather by host bit for bit the flat one,
 //                         lossy codecs bit-identical across ranks
 //     mismatch-threshold  auto with counts on both sides of QCCL_MIN_COMPRESS: qcclMismatch on every
 //                         rank from the cross-rank check, never a wait for the timeout
@@ -256,6 +257,26 @@ void caseHier(qcclComm_t comm) {
       qcclResult_t r = qcclAllreduce(send.data(), recv.data(), count, qcclFloat32, qcclSum, &t, comm, nullptr);
       EXPECT(r == qcclSuccess, "hier codec %d: %s", codec, qcclGetLastError(comm));
       EXPECT(sameOnAllRanks(recv.data(), count * sizeof(float)), "hier codec %d step %d: results differ", codec, step);
+    }
+  }
+  // Allgather by host: bit for bit the flat allgather, with and without a codec.
+  for (int codec : {qcclCodecNone, qcclCodecOneBit}) {
+    const size_t count = 70001;
+    std::vector<float> send(count), flat(count * gSize), hier(count * gSize);
+    for (size_t i = 0; i < count; ++i) send[i] = smoothInput(gRank, i);
+    qcclTensorOpts_t tf = QCCL_TENSOR_OPTS_INIT, th = QCCL_TENSOR_OPTS_INIT;
+    tf.id = 400 + codec;
+    th.id = 500 + codec;
+    tf.codec = th.codec = codec;
+    tf.algo = qcclAlgoAllgather;
+    th.algo = qcclAlgoHier;
+    for (int step = 0; step < 2; ++step) {
+      qcclResult_t r = qcclAllgather(send.data(), flat.data(), count, qcclFloat32, &tf, comm, nullptr);
+      EXPECT(r == qcclSuccess, "flat allgather codec %d: %s", codec, qcclGetLastError(comm));
+      r = qcclAllgather(send.data(), hier.data(), count, qcclFloat32, &th, comm, nullptr);
+      EXPECT(r == qcclSuccess, "hier allgather codec %d: %s", codec, qcclGetLastError(comm));
+      EXPECT(std::memcmp(flat.data(), hier.data(), flat.size() * sizeof(float)) == 0,
+             "hier allgather codec %d step %d differs from the flat one", codec, step);
     }
   }
 }

@@ -153,6 +153,68 @@ TEST(PlanHier, OneHostIsAReduceScatterAndAllgatherAndEachHostOneRankIsSra) {
     for (const Transfer& t : st.sends) EXPECT_EQ(t.peer, 2);
 }
 
+// Hierarchical allgather: sends match receives in both plans; a simulation of which block each
+// output slot holds shows every rank ends with every block, each delivered once, only from a rank
+// that held it; and each block crosses to a remote host once (not once per remote rank).
+void checkHierAllgather(const std::vector<int>& hostOf, size_t count) {
+  SCOPED_TRACE("hosts " + describe(hostOf) + " count " + std::to_string(count));
+  const int n = static_cast<int>(hostOf.size());
+  const std::vector<int> hosts = normalizeHosts(hostOf);
+  std::vector<HierAllgatherPlan> plans;
+  for (int r = 0; r < n; ++r) plans.push_back(planHierAllgather(r, hostOf, count));
+  std::vector<const Plan*> a, b;
+  for (const HierAllgatherPlan& p : plans) {
+    a.push_back(&p.inter);
+    b.push_back(&p.intra);
+  }
+  checkMatching(a);
+  checkMatching(b);
+  std::vector<std::vector<int>> have(n, std::vector<int>(n, -1)), deliveries(n, std::vector<int>(n, 0));
+  std::map<std::pair<int, int>, int> crossings;  // (block, destination host) -> inter-host sends
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(plans[r].inter.steps.size(), 1u);
+    for (const Transfer& t : plans[r].inter.steps[0].sends) {
+      EXPECT_TRUE(t.range == (Range{0, count}));
+      if (hosts[t.peer] != hosts[r]) ++crossings[{r, hosts[t.peer]}];
+    }
+    for (const Transfer& t : plans[r].inter.steps[0].recvs) {
+      EXPECT_EQ(t.dstOffset, static_cast<size_t>(t.peer) * count);  // block q lands at q * count
+      have[r][t.peer] = t.peer;
+      ++deliveries[r][t.peer];
+    }
+  }
+  for (auto& kv : crossings) EXPECT_EQ(kv.second, 1) << "block " << kv.first.first << " to host " << kv.first.second;
+  const std::vector<std::vector<int>> afterInter = have;
+  for (int r = 0; r < n; ++r)
+    for (size_t step = 0; step < plans[r].intra.steps.size(); ++step)
+      for (const Transfer& t : plans[r].intra.steps[step].recvs) {
+        const int blk = static_cast<int>(step);  // step b forwards block b
+        EXPECT_TRUE(t.range == (Range{step * count, (step + 1) * count}));
+        ASSERT_EQ(afterInter[t.peer][blk], blk) << "rank " << t.peer << " forwards block " << blk << " it lacks";
+        EXPECT_EQ(hosts[t.peer], hosts[r]) << "the intra plan leaves the host";
+        have[r][blk] = blk;
+        ++deliveries[r][blk];
+      }
+  for (int r = 0; r < n; ++r)
+    for (int blk = 0; blk < n; ++blk) {
+      EXPECT_EQ(have[r][blk], blk) << "rank " << r << " lacks block " << blk;
+      EXPECT_EQ(deliveries[r][blk], 1) << "rank " << r << " block " << blk;
+    }
+}
+
+TEST(PlanHier, AllgatherEvenUnevenAndInterleaved) {
+  for (int hosts = 1; hosts <= 8; ++hosts)
+    for (int per = 1; per <= 8; ++per)
+      for (size_t count : {size_t{0}, size_t{1}, size_t{100}})
+        checkHierAllgather(contiguous(std::vector<int>(hosts, per)), count);
+  for (const auto& shape : std::vector<std::vector<int>>{{3, 1}, {1, 3}, {2, 3, 1}, {5, 8, 2, 7}, {8, 8, 8, 1}})
+    checkHierAllgather(contiguous(shape), 17);
+  checkHierAllgather({5, 5, 9, 1, 9, 5, 1, 1}, 33);
+  std::vector<int> roundRobin;
+  for (int r = 0; r < 10; ++r) roundRobin.push_back(r % 3);
+  checkHierAllgather(roundRobin, 9);
+}
+
 TEST(PlanHier, BadHostVectorsAreRefused) {
   EXPECT_THROW(planHier(0, {}, 10, 32), Error);
   EXPECT_THROW(planHier(3, {0, 0}, 10, 32), Error);
