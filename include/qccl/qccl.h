@@ -248,7 +248,9 @@ qcclResult_t qcclAllreduce(const void* sendbuff, void* recvbuff, size_t count, q
                            const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream);
 
 /** recvbuff[r * sendcount + i] = rank r's sendbuff[i]. With a lossy codec every rank receives the
- *  decoded values (its own slot included); opts->id keys the error feedback of the sender. */
+ *  decoded values (its own slot included); opts->id keys the error feedback of the sender.
+ *  opts->algo qcclAlgoHier gathers by host (each block crosses to another host once), with the
+ *  same result bit for bit; any other algo is the flat allgather. */
 qcclResult_t qcclAllgather(const void* sendbuff, void* recvbuff, size_t sendcount, qcclDataType_t datatype,
                            const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream);
 
