@@ -456,7 +456,8 @@ void setup(Bench* b) {
   } catch (const std::exception& e) {
     fatal(e.what());
   }
-  b->opts.algo = b->a.allgather ? -1 : b->cfg.algo;
+  // Allgather has two schedules: flat (any algo) and by host (--algo hier).
+  b->opts.algo = b->a.allgather && b->cfg.algo != qcclAlgoHier ? -1 : b->cfg.algo;
 }
 
 }  // namespace collbench
