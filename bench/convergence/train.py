@@ -25,12 +25,9 @@ DDP's gloo group meets at rank 0's address on that interface.
 
 import argparse
 import copy
-import fcntl
 import hashlib
 import json
 import os
-import socket
-import struct
 import sys
 import time
 from typing import Any, Dict, List, Optional
@@ -41,10 +38,13 @@ import torch.distributed as dist
 from mpi4py import MPI
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _here)
+sys.path.insert(1, os.path.join(_here, "..", "..", "examples", "python"))
 import qccl  # noqa: E402
 import qccl.torch as qtorch  # noqa: E402
 from qccl.momentum import SCHEMES, default_scheme  # noqa: E402
+from bench_ddp import free_port, interface_address  # noqa: E402  (the DDP benchmark's rendezvous helpers)
 from tasks import TASKS, Task  # noqa: E402
 
 CODECS = {"onebit": ("onebit", None), "signscale": ("signscale", None), "maxmin2": ("maxmin", 2),
@@ -201,21 +201,12 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
     return res
 
 
-def interface_address(ifname: str) -> str:
-    """IPv4 address of a network interface (SIOCGIFADDR)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", ifname[:15].encode()))
-    return socket.inet_ntoa(packed[20:24])
-
-
 def init_gloo(mpi) -> None:
     addr = port = None
     if mpi.rank == 0:
         ifname = os.environ.get("GLOO_SOCKET_IFNAME")
         addr = interface_address(ifname) if ifname else "127.0.0.1"
-        with socket.socket() as s:
-            s.bind((addr, 0))
-            port = s.getsockname()[1]
+        port = free_port(addr)
     addr, port = mpi.bcast((addr, port), root=0)
     dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=mpi.rank, world_size=mpi.size)
 
