@@ -41,6 +41,7 @@ struct Row {
   // Per call, mean over ranks: seconds encoding, decoding, waiting (of which idle), process CPU.
   double encS = 0, decS = 0, waitS = 0, idleS = 0, cpuS = 0;
   double predictedS = -1, breakevenGbit = -1;  // from the model, after every row ran
+  std::string ran;  // what the timed calls ran (allreduce: qcclCommGetLastAlgo, "native" for the MPI library's)
 };
 
 struct Bench {

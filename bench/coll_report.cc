@@ -33,6 +33,9 @@ const char kCollHelp[] =
     "per call (max over ranks, headers included); ratio = the fp32 ring's per-rank bytes / wire_bytes\n"
     "(0 when qccl sent nothing itself: auto handed an uncompressed sum to MPI_Iallreduce);\n"
     "inter_host_bytes (JSON, CSV) = the part of wire_bytes sent to ranks on other hosts (max over ranks).\n"
+    "ran (algo_ran in JSON, CSV) = what the timed calls ran: for allreduce the schedule the library reports\n"
+    "  (qcclCommGetLastAlgo; native = the MPI library's allreduce). Under --algo auto the timed calls follow\n"
+    "  QCCL_AUTO_TRIAL_CALLS untimed ones, in which auto tries hier where ranks share hosts (QCCL_AUTO_HIER).\n"
     "Baselines, timed in the same run on the same buffers (--baselines all): MPI_Allreduce,\n"
     "MPI_Iallreduce+MPI_Wait, qccl's fp32 ring, and gloo (torch's gloo allreduce, ring-chunked and,\n"
     "for power-of-two ranks, halving-doubling; over TCP, GLOO_SOCKET_IFNAME or 127.0.0.1). For\n"
@@ -83,7 +86,7 @@ void printHeader(const Bench& b) {
         "size,count,codec,bits,algo,transport,nranks,time_s,algbw,busbw,wire_bytes,ratio,rel_err,wrong,"
         "peak_mem_bytes,max_rss_bytes,best_uncompressed,best_uncompressed_time_s,speedup_vs_best,mpi_time_s,"
         "mpi_iallreduce_time_s,qccl_ring_time_s,gloo_time_s,fp16_time_s,speedup_vs_mpi,speedup_vs_fp16,"
-        "encode_s,decode_s,wait_s,idle_s,cpu_s,inter_host_bytes\n");
+        "encode_s,decode_s,wait_s,idle_s,cpu_s,inter_host_bytes,algo_ran\n");
   } else if (!a.json) {
     std::printf("# qccl-bench %s: %d ranks, transport %s, codec %s, bits %d, algo %s, check %d, baselines %s%s\n",
                 b.name(), gSize, a.transport.c_str(), codecLabel(b.opts.codec), b.wireBits, algoName(b.opts.algo),
@@ -92,9 +95,9 @@ void printHeader(const Bench& b) {
       std::printf(
           "# codec throughput (rank 0, one thread, other ranks asleep): encode %.2f GB/s, decodeAdd %.2f GB/s\n",
           b.encGBps, b.decGBps);
-    std::printf("#%11s %10s %10s %7s %7s %11s %6s %6s %-22s %10s %6s %6s %9s %6s %8s %7s %7s %7s %7s\n", "size",
+    std::printf("#%11s %10s %10s %7s %7s %11s %6s %6s %-22s %10s %6s %6s %9s %6s %8s %7s %7s %7s %7s %s\n", "size",
                 "count", "time_us", "algbw", "busbw", "wire_B", "ratio", "x_best", "best", "best_us", "x_mpi", "x_fp16",
-                "rel_err", "wrong", "peak_MB", "enc_ms", "dec_ms", "wait_ms", "idle_ms");
+                "rel_err", "wrong", "peak_MB", "enc_ms", "dec_ms", "wait_ms", "idle_ms", "ran");
   }
 }
 
@@ -135,7 +138,8 @@ void printRow(const Bench& b, const Row& r) {
     std::printf(
         "{\"collective\":\"%s\",\"size\":%zu,\"count\":%zu,\"codec\":\"%s\",\"bits\":%d,\"algo\":\"%s\","
         "\"transport\":\"%s\",\"nranks\":%d,\"time_s\":%.9g,\"algbw\":%.6g,\"busbw\":%.6g,"
-        "\"wire_bytes\":%.0f,\"inter_host_bytes\":%.0f,\"ratio\":%.6g,\"rel_err\":%.6g,\"wrong\":%s,\"checked\":%s,"
+        "\"algo_ran\":\"%s\",\"wire_bytes\":%.0f,\"inter_host_bytes\":%.0f,\"ratio\":%.6g,\"rel_err\":%.6g,\"wrong\":%"
+        "s,\"checked\":%s,"
         "\"peak_mem_bytes\":%llu,"
         "\"max_rss_bytes\":%llu,\"best_uncompressed\":\"%s\",\"best_uncompressed_time_s\":%.9g,"
         "\"speedup_vs_best\":%.6g,\"baselines\":{%s},\"mpi_time_s\":%.9g,\"mpi_iallreduce_time_s\":%.9g,"
@@ -143,25 +147,25 @@ void printRow(const Bench& b, const Row& r) {
         "\"speedup_vs_mpi\":%.6g,\"speedup_vs_fp16\":%.6g,\"encode_gbps\":%.6g,\"decode_gbps\":%.6g,"
         "\"cpu\":{\"encode_s\":%.6g,\"decode_s\":%.6g,\"wait_s\":%.6g,\"idle_s\":%.6g,\"process_s\":%.6g}}\n",
         b.name(), r.size, r.count, codec, b.wireBits, algo, b.a.transport.c_str(), gSize, r.timeS, algbw, busbw,
-        r.wireBytes, r.interHostBytes, r.ratio, r.relErr, wrongText(r, "null").c_str(), r.checked ? "true" : "false",
-        (unsigned long long)r.peakMem, (unsigned long long)r.maxRss, r.best.name.c_str(), r.best.timeS, xb,
-        base.c_str(), r.mpiTimeS, iall, ring, gloo, glooName.c_str(), r.fp16TimeS, xm, xf, b.encGBps, b.decGBps, r.encS,
-        r.decS, r.waitS, r.idleS, r.cpuS);
+        r.ran.c_str(), r.wireBytes, r.interHostBytes, r.ratio, r.relErr, wrongText(r, "null").c_str(),
+        r.checked ? "true" : "false", (unsigned long long)r.peakMem, (unsigned long long)r.maxRss, r.best.name.c_str(),
+        r.best.timeS, xb, base.c_str(), r.mpiTimeS, iall, ring, gloo, glooName.c_str(), r.fp16TimeS, xm, xf, b.encGBps,
+        b.decGBps, r.encS, r.decS, r.waitS, r.idleS, r.cpuS);
   } else if (b.a.csv) {
     std::printf(
         "%zu,%zu,%s,%d,%s,%s,%d,%.9g,%.6g,%.6g,%.0f,%.6g,%.6g,%s,%llu,%llu,%s,%.9g,%.6g,%.9g,%.9g,%.9g,%.9g,%.9g,%.6g,"
-        "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.0f\n",
+        "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.0f,%s\n",
         r.size, r.count, codec, b.wireBits, algo, b.a.transport.c_str(), gSize, r.timeS, algbw, busbw, r.wireBytes,
         r.ratio, r.relErr, wrongText(r, "").c_str(), (unsigned long long)r.peakMem, (unsigned long long)r.maxRss,
         r.best.name.c_str(), r.best.timeS, xb, r.mpiTimeS, iall, ring, gloo, r.fp16TimeS, xm, xf, r.encS, r.decS,
-        r.waitS, r.idleS, r.cpuS, r.interHostBytes);
+        r.waitS, r.idleS, r.cpuS, r.interHostBytes, r.ran.c_str());
   } else {
     std::printf(
         "%12zu %10zu %10.1f %7.2f %7.2f %11.0f %6.2f %6.2f %-22s %10.1f %6.2f %6.2f %9.2e %6s %8.1f %7.2f %7.2f "
-        "%7.2f %7.2f\n",
+        "%7.2f %7.2f %s\n",
         r.size, r.count, r.timeS * 1e6, algbw, busbw, r.wireBytes, r.ratio, xb, r.best.name.c_str(), r.best.timeS * 1e6,
         xm, xf, r.relErr, wrongText(r, "-").c_str(), r.peakMem / 1048576.0, r.encS * 1e3, r.decS * 1e3, r.waitS * 1e3,
-        r.idleS * 1e3);
+        r.idleS * 1e3, r.ran.c_str());
   }
   std::fflush(stdout);
 }

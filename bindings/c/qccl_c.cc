@@ -176,7 +176,10 @@ void optionsToConfig(const qccl::Options& o, qcclConfig_t* c) {
   c->errorFeedback = o.errorFeedback ? 1 : 0;
   c->maxResidualBytes = o.maxResidualBytes;
   c->intraCodec = static_cast<int>(o.intraCodec);
+  c->autoHier = o.autoHier ? 1 : 0;
 }
+
+static_assert(QCCL_AUTO_TRIAL_CALLS == qccl::kTuneTrials, "qccl.h and options.hpp disagree");
 
 qccl::Options configToOptions(const qcclConfig_t* c) {
   if (c == nullptr) return qccl::optionsFromEnv();
@@ -210,6 +213,7 @@ qccl::Options configToOptions(const qcclConfig_t* c) {
   o.errorFeedback = c->errorFeedback != 0;
   o.maxResidualBytes = c->maxResidualBytes;
   o.intraCodec = codecFromInt(c->intraCodec, "config->intraCodec");
+  o.autoHier = c->autoHier != 0;
   qccl::validate(o);
   return o;
 }
@@ -452,6 +456,16 @@ qcclResult_t qcclCommGetStats(const qcclComm_t comm, qcclStats_t* stats) {
     stats->decodeSeconds = s.decodeSeconds;
     stats->waitSeconds = s.waitSeconds;
     stats->idleSeconds = s.idleSeconds;
+  });
+}
+
+qcclResult_t qcclCommGetLastAlgo(const qcclComm_t comm, int* algo, int* native) {
+  return guarded(comm, "qcclCommGetLastAlgo", [&] {
+    requireComm(comm);
+    bool n = false;
+    const qccl::Algo a = comm->core->lastAlgo(&n);
+    if (algo != nullptr) *algo = static_cast<int>(a);
+    if (native != nullptr) *native = n ? 1 : 0;
   });
 }
 

@@ -114,6 +114,7 @@ typedef enum {
  *    QCCL_ERROR_FEEDBACK errorFeedback  0|1 (default 1)
  *    QCCL_MAX_RESIDUAL_BYTES maxResidualBytes  cap on per-tensor state, 0 = none (default 0)
  *    QCCL_INTRA_CODEC  intraCodec       hier inside a host: none|fp16|bf16 (default none = fp32)
+ *    QCCL_AUTO_HIER    autoHier         0|1 auto tries hier where ranks share hosts (default 1)
  *  Read elsewhere, also only in src/core/config.cc:
  *    QCCL_CPU_ISA      cap on the CPU codec kernels: scalar|avx2|avx512 (default: the best present)
  *    QCCL_SOCKET_IFNAME interface whose IPv4 address goes into a unique id (default: first up,
@@ -141,7 +142,15 @@ typedef struct {
   /** hier: what the stages inside a host send: qcclCodecNone (fp32, default), qcclCodecFp16 or
    *  qcclCodecBf16 (no residual, like the ring's casts). New in 0.2.0. */
   int intraCodec;
+  /** auto, where ranks share hosts (two hosts or more, one with two ranks or more): the first
+   *  QCCL_AUTO_TRIAL_CALLS calls of each tensor with an id and at least 1 MiB of fp32 alternate
+   *  between the flat path and hier; every rank then keeps the one that was faster on the slowest
+   *  rank (qcclCommGetLastAlgo tells which ran). 0 = auto never runs hier. New in 0.2.0. */
+  int autoHier;
 } qcclConfig_t;
+
+/** Calls of a tensor that auto spends timing the flat path against hier (see autoHier). */
+#define QCCL_AUTO_TRIAL_CALLS 4
 
 /** Per-call tensor options.
  *  id: the caller's stable id of the tensor, the same on every rank (like its name). It keys the
@@ -223,6 +232,11 @@ qcclResult_t qcclCommAbort(qcclComm_t comm);
 qcclResult_t qcclCommCount(const qcclComm_t comm, int* count);
 qcclResult_t qcclCommUserRank(const qcclComm_t comm, int* rank);
 qcclResult_t qcclCommGetStats(const qcclComm_t comm, qcclStats_t* stats);
+/** The schedule the last allreduce on comm ran (*algo: a qcclAlgo_t, never qcclAlgoAuto once a
+ *  call completed; qcclAlgoAuto before the first), and *native = 1 when it handed the sum to the
+ *  MPI library instead (auto with nothing to compress). Either pointer may be NULL. Callable from
+ *  any thread. Tells what auto chose (see autoHier). New in 0.2.0. */
+qcclResult_t qcclCommGetLastAlgo(const qcclComm_t comm, int* algo, int* native);
 /** Frees the error-feedback state of tensor `id`. */
 qcclResult_t qcclTensorRelease(qcclComm_t comm, uint64_t id);
 

@@ -105,6 +105,13 @@ class Comm {
     checkResult(qcclCommGetStats(handle_, &s), handle_);
     return s;
   }
+  /// The schedule the last allreduce ran, and whether it was the MPI library's own (qcclCommGetLastAlgo).
+  qcclAlgo_t lastAlgo(bool* native = nullptr) const {
+    int a = 0, n = 0;
+    checkResult(qcclCommGetLastAlgo(handle_, &a, &n), handle_);
+    if (native != nullptr) *native = n != 0;
+    return static_cast<qcclAlgo_t>(a);
+  }
 
   /// recv[i] = op over ranks of send[i]; in place when send == recv. Bit-identical on every rank.
   void allreduce(const void* send, void* recv, size_t count, qcclDataType_t dtype, qcclRedOp_t op,

@@ -92,6 +92,9 @@ struct Communicator::Impl {
   std::atomic<double> statEncode{0}, statDecode{0}, statWait{0}, statIdle{0};
   std::atomic<uint64_t> statBytesSent{0}, statBytesSentInterHost{0}, statBytesReceived{0}, statCalls{0},
       statResidual{0}, statPeakResidual{0}, statStaging{0}, statPeakStaging{0}, statTensors{0}, statEvictions{0};
+  std::atomic<int> statLastAlgo{static_cast<int>(Algo::kAuto)};  // an Algo, + kNativeFlag for the native path
+  static constexpr int kNativeFlag = 256;
+  int sharedHosts = -1;  // hostsShareable(), computed on first use
 
   Impl(TransportPtr t, Options o)
       : transport(std::move(t)),
@@ -265,8 +268,20 @@ struct Communicator::Impl {
     if (peak > statPeakStaging.load()) statPeakStaging.store(peak);
   }
 
-  Selection decide(const TensorOpts& t, size_t count, DataType dtype, RedOp op, MemorySpace& space,
-                   TensorState** state);
+  // Two hosts or more, and one of them with two ranks or more: where hier differs from flat.
+  bool hostsShared() {
+    if (sharedHosts < 0) {
+      const std::vector<int> hosts = transport->hostOfRanks();
+      std::map<int, int> ranksOn;
+      for (int h : hosts) ++ranksOn[h];
+      sharedHosts = ranksOn.size() >= 2 && ranksOn.size() < hosts.size() ? 1 : 0;
+    }
+    return sharedHosts == 1;
+  }
+
+  Selection decide(const TensorOpts& t, size_t count, DataType dtype, RedOp op, MemorySpace& space, TensorState** state,
+                   int* trial);
+  Selection tune(TensorState& st, const TensorOpts& t, const SelectInput& in, const Selection& flat, int* trial);
   void agree(const TensorOpts& t, size_t count, DataType dtype, RedOp op, const CodecConfig& asked, const Selection& s);
   void waitCollective(Request& r, const char* what);
   void runNative(const float* in, float* out, size_t count);
@@ -283,10 +298,12 @@ struct Communicator::Impl {
 };
 
 // The path of one allreduce: selectAlgorithm() on the call's inputs, with the tensor's warm-up
-// state looked up only when the call would otherwise compress (so never-compressed tensors keep no
-// state). `auto` over a transport with a native path then agrees on it across ranks.
+// state looked up only when the call would otherwise compress or auto may try hier (so other
+// never-compressed tensors keep no state); then auto's choice between flat and hier (tune()).
+// `auto` over a transport with a native path then agrees on the result across ranks. *trial is the
+// candidate this call times for tune() (0 flat, 1 hier), or -1.
 Selection Communicator::Impl::decide(const TensorOpts& t, size_t count, DataType dtype, RedOp op, MemorySpace& space,
-                                     TensorState** state) {
+                                     TensorState** state, int* trial) {
   QCCL_CHECK(isValid(op), ErrorCode::kInvalidArgument, "allreduce: unknown reduction");
   SelectInput in;
   in.requested = t.algo ? *t.algo : opts.algo;
@@ -300,17 +317,54 @@ Selection Communicator::Impl::decide(const TensorOpts& t, size_t count, DataType
   in.nativeAvailable = count <= static_cast<size_t>(INT32_MAX) && transport->hasNativeAllreduce();
   Selection s = selectAlgorithm(in);
   *state = nullptr;
+  *trial = -1;
   const bool compresses = !s.native && (s.codec.codec != CodecId::kFp32 || s.algo != Algo::kRing);
-  if (t.id != 0 && (s.errorFeedback || (compresses && opts.warmupCalls > 0))) {
+  const bool tunable = in.requested == Algo::kAuto && opts.autoHier && t.id != 0 &&
+                       count * sizeof(float) >= kTuneMinBytes && hostsShared();
+  if (t.id != 0 && (s.errorFeedback || (compresses && opts.warmupCalls > 0) || tunable)) {
     TensorState& st = tensors.acquire(t.id, count, space);
     *state = &st;
-    if (st.calls < static_cast<uint64_t>(opts.warmupCalls)) {
+    if (compresses && st.calls < static_cast<uint64_t>(opts.warmupCalls)) {
       in.warmup = true;
       s = selectAlgorithm(in);
     }
+    if (tunable && !in.warmup) s = tune(st, t, in, s, trial);
   }
   if (in.requested == Algo::kAuto && in.nativeAvailable) agree(t, count, dtype, op, in.codec, s);
   return s;
+}
+
+// auto and hier. hier sends each host's data across the slow links once instead of once per rank,
+// at the price of two more passes inside each host; which one wins depends on the link rate, the
+// codec's ratio and the CPU, which only a measurement knows (bench/RESULTS.md: at 2 hosts x 2 ranks
+// hier is 1.35x the best flat path for fp32 at 1 Gbit/s and 0.64x unshaped; for onebit 1.64x at
+// 100 Mbit/s and 0.53x at 1 Gbit/s). So where ranks share hosts, the first kTuneTrials calls of a
+// tensor alternate (flat first) and time both; the next call exchanges every rank's best time of
+// each (an fp32 allgather of two floats: the same bytes on every rank), and every rank keeps hier
+// only when it was at least 5% faster on the slowest rank. The choice lives in the tensor's state
+// (not in checkpoints: a restored tensor tries again). While the two alternate, the owner residual
+// starts from zero at each switch (TensorStateStore::owner); the worker residual carries over, as
+// both schedules owe it for the same elements.
+Selection Communicator::Impl::tune(TensorState& st, const TensorOpts& t, const SelectInput& in, const Selection& flat,
+                                   int* trial) {
+  SelectInput h = in;
+  h.requested = Algo::kHier;
+  if (flat.codec.codec == CodecId::kFp32) h.codec = CodecConfig{};  // uncompressed stays uncompressed
+  const Selection hier = selectAlgorithm(h);
+  TensorState::Tune& tu = st.tune;
+  if (tu.choice < 0 && tu.trials < kTuneTrials) {
+    *trial = static_cast<int>(tu.trials % 2);
+    return *trial == 1 ? hier : flat;
+  }
+  if (tu.choice < 0) {
+    const size_t n = static_cast<size_t>(transport->size());
+    const float mine[2] = {tu.best[0], tu.best[1]};
+    std::vector<float> all(2 * n);
+    const ExecParams p = params(resolveConfig(CodecConfig{}), callTag(callNumber + 1, ~t.id), host->ops());
+    guarded([&] { exec.run(plan(-1, 2, 1), mine, all.data(), p); });
+    tu.choice = preferHier(all.data(), n) ? 1 : 0;
+  }
+  return tu.choice == 1 ? hier : flat;
 }
 
 // The cross-rank check of `auto` over a transport with a native path: one small collective of the
@@ -393,7 +447,8 @@ void Communicator::Impl::runPlan(const Plan& plan, const float* src, float* dst,
                                  uint32_t seq, MemorySpace& space) {
   ExecParams p = params(s.codec, seq, space.ops());
   if (s.errorFeedback) {
-    if (s.algo == Algo::kSra) p.ownerResidual = tensors.owner(*st, plan.ownerRange.size(), space);
+    if (s.algo == Algo::kSra)
+      p.ownerResidual = tensors.owner(*st, plan.ownerRange.size(), plan.ownerRange.begin, space);
     p.workerResidual = tensors.worker(*st, space);
   }
   guarded([&] { exec.run(plan, src, dst, p); });
@@ -412,7 +467,7 @@ void Communicator::Impl::runHier(size_t count, float* work, const Selection& s, 
   const ExecParams intra = params(resolveConfig(intraCodec), seq, space.ops());
   ExecParams inter = params(s.codec, seq, space.ops());
   if (s.errorFeedback) {
-    inter.ownerResidual = tensors.owner(*st, hp.inter.ownerRange.size(), space);
+    inter.ownerResidual = tensors.owner(*st, hp.inter.ownerRange.size(), hp.inter.ownerRange.begin, space);
     inter.workerResidual = tensors.worker(*st, space);
   }
   guarded([&] {
@@ -428,8 +483,10 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
   MemorySpace& space = spaceFor(send, recv, count, "allreduce");
   SpaceScope scope(space, recv, stream);
   TensorState* st = nullptr;
-  const Selection s = decide(t, count, dtype, op, space, &st);
+  int trial = -1;
+  const Selection s = decide(t, count, dtype, op, space, &st, &trial);
   const uint32_t seq = callTag(++callNumber, t.id);
+  const Clock::time_point start = Clock::now();
   float* work;
   if (dtype == DataType::kFloat32) {
     work = static_cast<float*>(recv);
@@ -452,6 +509,13 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
       runPlan(plan(static_cast<int>(s.algo), count, align), work, work, s, st, seq, space);
     }
   }
+  if (trial >= 0) {
+    const float sec = std::chrono::duration<float>(Clock::now() - start).count();
+    float& best = st->tune.best[trial];
+    if (best == 0 || sec < best) best = sec;
+    ++st->tune.trials;
+  }
+  statLastAlgo.store(static_cast<int>(s.algo) + (s.native ? kNativeFlag : 0));
   if (op == RedOp::kAvg) space.scale(work, count, 1.0f / static_cast<float>(transport->size()));
   if (dtype != DataType::kFloat32) space.fromFloat(work, dtype, recv, count);
 }
@@ -621,6 +685,12 @@ void Communicator::abort(const std::string& reason) noexcept {
 }
 
 bool Communicator::failed() const { return impl_->failed || impl_->cancel.load(); }
+
+Algo Communicator::lastAlgo(bool* native) const {
+  const int v = impl_->statLastAlgo.load();
+  if (native != nullptr) *native = v >= Impl::kNativeFlag;
+  return static_cast<Algo>(v % Impl::kNativeFlag);
+}
 
 CommStats Communicator::stats() const {
   const Impl& m = *impl_;

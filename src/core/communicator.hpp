@@ -85,6 +85,9 @@ class Communicator {
   bool failed() const;
   /// Thread-safe.
   CommStats stats() const;
+  /// Thread-safe. The schedule the last allreduce ran (never kAuto), and whether it handed the sum
+  /// to the transport's library instead (`native`); kAuto before the first allreduce.
+  Algo lastAlgo(bool* native = nullptr) const;
 
  private:
   struct Impl;

@@ -44,7 +44,17 @@ struct Options {
   /// hier: what the stages inside a host send, fp32 (default), fp16 or bf16 (a cast: like the
   /// ring's casts, no residual; the inter-host stage keeps the call's codec and its residuals).
   CodecId intraCodec = CodecId::kFp32;
+  /// auto: when ranks share hosts, time hier against the flat path on the first calls of each
+  /// tensor (with an id, from kTuneMinBytes) and keep the faster (communicator.cc, "auto and hier").
+  bool autoHier = true;
 };
+
+/// auto tries hier only for tensors of at least this many fp32 bytes: below it the extra stages
+/// cost more latency than any link saves (measured: bench/RESULTS.md, "auto and hier").
+constexpr size_t kTuneMinBytes = size_t{1} << 20;
+/// Calls of a tensor that auto spends trying the flat path and hier (alternating, flat first)
+/// before it keeps one; also QCCL_AUTO_TRIAL_CALLS in qccl.h.
+constexpr uint32_t kTuneTrials = 4;
 
 /// Throws Error(kInvalidArgument) naming the first option that is out of range.
 void validate(const Options& o);

@@ -9,6 +9,8 @@
 // (count, codec, call) catch a disagreement on the first message.
 #include "core/select.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "qccl/error.hpp"
@@ -57,6 +59,17 @@ Selection selectAlgorithm(const SelectInput& in) {
                    "every rank, or turn error feedback off (QCCL_ERROR_FEEDBACK=0)");
   }
   return s;
+}
+
+bool preferHier(const float* times, size_t nranks) {
+  float flat = 0, hier = 0;
+  for (size_t r = 0; r < nranks; ++r) {
+    const float f = times[2 * r], h = times[2 * r + 1];
+    if (!(f > 0) || !(h > 0) || !std::isfinite(f) || !std::isfinite(h)) return false;
+    flat = std::max(flat, f);
+    hier = std::max(hier, h);
+  }
+  return nranks > 0 && hier < kHierMargin * flat;
 }
 
 }  // namespace qccl

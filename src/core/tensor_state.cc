@@ -12,9 +12,10 @@ namespace qccl {
 namespace {
 
 // save()'s record: this header, then the worker and the owner residual as little-endian floats.
+// Version 2 appends where the owner residual starts in the tensor; version 1 records still load.
 constexpr uint32_t kRecordMagic = 0x53544351u;  // "QCTS"
-constexpr uint32_t kRecordVersion = 1;
-struct RecordHeader {
+constexpr uint32_t kRecordVersion = 2;
+struct RecordHeaderV1 {
   uint32_t magic;
   uint32_t version;
   uint64_t count;
@@ -24,7 +25,11 @@ struct RecordHeader {
   uint32_t nranks;
   uint32_t rank;
 };
-static_assert(sizeof(RecordHeader) == 48, "record header layout");
+static_assert(sizeof(RecordHeaderV1) == 48, "record header layout");
+struct RecordHeader : RecordHeaderV1 {
+  uint64_t ownerBegin;
+};
+static_assert(sizeof(RecordHeader) == 56, "record header layout");
 
 size_t arrayBytes(const std::unique_ptr<FloatArray>& a) { return a ? a->size() * sizeof(float) : 0; }
 
@@ -72,12 +77,14 @@ float* TensorStateStore::worker(TensorState& st, MemorySpace& space) {
   return st.worker->data();
 }
 
-float* TensorStateStore::owner(TensorState& st, size_t n, MemorySpace& space) {
-  if (!st.owner || st.owner->size() != n) {
+float* TensorStateStore::owner(TensorState& st, size_t n, uint64_t begin, MemorySpace& space) {
+  if (st.owner && st.owner->size() == n && st.ownerBegin == TensorState::kAnyBegin) st.ownerBegin = begin;
+  if (!st.owner || st.owner->size() != n || st.ownerBegin != begin) {
     account(-static_cast<long long>(arrayBytes(st.owner)));
     st.owner.reset();
     makeRoom(n * sizeof(float), &st);
     st.owner = space.newArray(n);
+    st.ownerBegin = begin;
     account(static_cast<long long>(arrayBytes(st.owner)));
   }
   return st.owner->data();
@@ -139,6 +146,7 @@ std::vector<uint8_t> TensorStateStore::save(uint64_t id, int nranks, int rank) c
   h.calls = st.calls;
   h.nranks = static_cast<uint32_t>(nranks);
   h.rank = static_cast<uint32_t>(rank);
+  h.ownerBegin = st.owner ? st.ownerBegin : 0;
   std::vector<uint8_t> out(sizeof h + (h.workerElems + h.ownerElems) * sizeof(float));
   std::memcpy(out.data(), &h, sizeof h);
   float* p = reinterpret_cast<float*>(out.data() + sizeof h);  // out's storage is malloc-aligned
@@ -151,25 +159,35 @@ void TensorStateStore::load(uint64_t id, const void* data, size_t bytes, MemoryS
   QCCL_CHECK(id != 0, ErrorCode::kInvalidArgument, "tensor state: id 0 has no state to load");
   QCCL_CHECK(data != nullptr || bytes == 0, ErrorCode::kInvalidArgument, "tensor state: null record");
   RecordHeader h{};
-  QCCL_CHECK(bytes >= sizeof h, ErrorCode::kMalformed,
+  QCCL_CHECK(bytes >= sizeof(RecordHeaderV1), ErrorCode::kMalformed,
              "tensor state record: " + std::to_string(bytes) + " bytes, shorter than its header");
-  std::memcpy(&h, data, sizeof h);
+  std::memcpy(&h, data, sizeof(RecordHeaderV1));
   QCCL_CHECK(h.magic == kRecordMagic, ErrorCode::kMalformed, "tensor state record: bad magic");
-  QCCL_CHECK(h.version == kRecordVersion, ErrorCode::kMalformed,
+  QCCL_CHECK(h.version == 1 || h.version == kRecordVersion, ErrorCode::kMalformed,
              "tensor state record: unsupported version " + std::to_string(h.version));
+  const size_t headerBytes = h.version == 1 ? sizeof(RecordHeaderV1) : sizeof(RecordHeader);
+  QCCL_CHECK(bytes >= headerBytes, ErrorCode::kMalformed,
+             "tensor state record: " + std::to_string(bytes) + " bytes, shorter than its header");
+  if (h.version == 1) {
+    h.ownerBegin = TensorState::kAnyBegin;  // not recorded: the first schedule that runs adopts it
+  } else {
+    std::memcpy(&h.ownerBegin, static_cast<const uint8_t*>(data) + sizeof(RecordHeaderV1), sizeof h.ownerBegin);
+    QCCL_CHECK(h.ownerElems == 0 || (h.ownerBegin <= h.count && h.ownerElems <= h.count - h.ownerBegin),
+               ErrorCode::kMalformed, "tensor state record: owner residual outside the tensor");
+  }
   QCCL_CHECK(h.workerElems == 0 || h.workerElems == h.count, ErrorCode::kMalformed,
              "tensor state record: worker residual does not cover the tensor");
   QCCL_CHECK(h.ownerElems <= h.count, ErrorCode::kMalformed, "tensor state record: owner residual too large");
   const uint64_t elems = h.workerElems + h.ownerElems;
-  QCCL_CHECK(h.count <= (uint64_t{1} << 40) && (bytes - sizeof h) / sizeof(float) == elems &&
-                 (bytes - sizeof h) % sizeof(float) == 0,
+  QCCL_CHECK(h.count <= (uint64_t{1} << 40) && (bytes - headerBytes) / sizeof(float) == elems &&
+                 (bytes - headerBytes) % sizeof(float) == 0,
              ErrorCode::kMalformed, "tensor state record: size does not match its header");
   QCCL_CHECK(h.nranks == static_cast<uint32_t>(nranks) && h.rank == static_cast<uint32_t>(rank),
              ErrorCode::kInvalidArgument,
              "tensor state record: saved by rank " + std::to_string(h.rank) + " of " + std::to_string(h.nranks) +
                  ", loaded by rank " + std::to_string(rank) + " of " + std::to_string(nranks));
   std::vector<float> host(elems);
-  if (elems > 0) std::memcpy(host.data(), static_cast<const uint8_t*>(data) + sizeof h, elems * sizeof(float));
+  if (elems > 0) std::memcpy(host.data(), static_cast<const uint8_t*>(data) + headerBytes, elems * sizeof(float));
   for (float v : host) QCCL_CHECK(std::isfinite(v), ErrorCode::kMalformed, "tensor state record: non-finite residual");
 
   release(id);
@@ -179,7 +197,7 @@ void TensorStateStore::load(uint64_t id, const void* data, size_t bytes, MemoryS
     st.worker->fromHost(host.data());
   }
   if (h.ownerElems > 0) {
-    owner(st, static_cast<size_t>(h.ownerElems), space);
+    owner(st, static_cast<size_t>(h.ownerElems), h.ownerBegin, space);
     st.owner->fromHost(host.data() + h.workerElems);
   }
   st.calls = h.calls;

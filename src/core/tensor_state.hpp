@@ -27,9 +27,19 @@ struct TensorState {
   size_t count = 0;
   bool device = false;
   std::unique_ptr<FloatArray> worker;  ///< covers the tensor (count elements)
-  std::unique_ptr<FloatArray> owner;   ///< covers this rank's sra shard
+  std::unique_ptr<FloatArray> owner;   ///< covers this rank's owned range (sra's shard, hier's inter shard)
+  uint64_t ownerBegin = 0;             ///< where that range starts in the tensor (kAnyBegin: not known yet)
   uint64_t calls = 0;                  ///< calls that reached the compression decision
   uint64_t lastUse = 0;                ///< store tick of the last use (LRU)
+  /// auto's choice between the flat schedule and hier (communicator.cc, "auto and hier"): trials
+  /// run so far, the best time of each candidate on this rank, and the choice once made.
+  struct Tune {
+    uint32_t trials = 0;
+    float best[2] = {0, 0};  ///< seconds; 0 = no trial yet
+    int choice = -1;         ///< -1 undecided, 0 flat, 1 hier
+  } tune;
+
+  static constexpr uint64_t kAnyBegin = ~uint64_t{0};
 
   /// Bytes this state holds: its arrays plus a fixed charge for the bookkeeping.
   size_t bytes() const;
@@ -61,8 +71,10 @@ class TensorStateStore {
   /// The worker residual of `st` (count elements), created zeroed on first use. Allocations first
   /// evict least recently used states (never `st`) as far as the cap requires.
   float* worker(TensorState& st, MemorySpace& space);
-  /// The owner residual of `st` (n elements), created zeroed on first use or when n changes.
-  float* owner(TensorState& st, size_t n, MemorySpace& space);
+  /// The owner residual of `st` for the n elements from `begin`, created zeroed on first use or
+  /// when the range changes (another schedule owns another range: its residual would land on the
+  /// wrong elements). A residual loaded from a record that did not say its range adopts the first.
+  float* owner(TensorState& st, size_t n, uint64_t begin, MemorySpace& space);
   /// Counts a completed call of `st`.
   void finish(TensorState& st);
 

@@ -12,7 +12,8 @@
 //     mismatch-reducescatter  rank 0 passes another recvcount: qcclMismatch / qcclRemoteError everywhere
 //     hier                qcclAlgoHier with QCCL_HOST_ID = rank / 2 (hosts of two ranks): exact fp32,
 //                         allgather by host bit for bit the flat one,
-//                         lossy codecs bit-identical across ranks
+//                         lossy codecs bit-identical across ranks; auto alternates flat and hier
+//                         for QCCL_AUTO_TRIAL_CALLS calls, then every rank keeps the same one
 //     mismatch-threshold  auto with counts on both sides of QCCL_MIN_COMPRESS: qcclMismatch on every
 //                         rank from the cross-rank check, never a wait for the timeout
 //     restart             a communicator fails, is destroyed, and a new one works (elastic restart)
@@ -257,6 +258,44 @@ void caseHier(qcclComm_t comm) {
       qcclResult_t r = qcclAllreduce(send.data(), recv.data(), count, qcclFloat32, qcclSum, &t, comm, nullptr);
       EXPECT(r == qcclSuccess, "hier codec %d: %s", codec, qcclGetLastError(comm));
       EXPECT(sameOnAllRanks(recv.data(), count * sizeof(float)), "hier codec %d step %d: results differ", codec, step);
+    }
+  }
+  // auto where ranks share hosts: trials alternate the flat path and hier (flat first), then all
+  // ranks keep the same one; results identical on every rank throughout, exact for fp32.
+  for (int codec : {qcclCodecNone, qcclCodecOneBit}) {
+    const size_t count = 300007;  // above the 1 MiB auto tries hier from
+    std::vector<float> send(count), recv(count);
+    qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
+    t.id = 600 + codec;
+    t.codec = codec;
+    int kept = -1;
+    for (int call = 0; call < QCCL_AUTO_TRIAL_CALLS + 3; ++call) {
+      for (size_t i = 0; i < count; ++i)
+        send[i] = codec == qcclCodecNone ? exactInput(gRank + call, i) : smoothInput(gRank + call, i);
+      qcclResult_t r = qcclAllreduce(send.data(), recv.data(), count, qcclFloat32, qcclSum, &t, comm, nullptr);
+      EXPECT(r == qcclSuccess, "auto codec %d call %d: %s", codec, call, qcclGetLastError(comm));
+      EXPECT(sameOnAllRanks(recv.data(), count * sizeof(float)), "auto codec %d call %d: results differ", codec, call);
+      int algo = -1, native = -1;
+      EXPECT(qcclCommGetLastAlgo(comm, &algo, &native) == qcclSuccess, "qcclCommGetLastAlgo");
+      const int path = algo + 16 * native;
+      EXPECT(sameOnAllRanks(&path, sizeof path), "auto codec %d call %d: ranks ran different paths", codec, call);
+      if (call < QCCL_AUTO_TRIAL_CALLS) {
+        EXPECT((algo == qcclAlgoHier) == (call % 2 == 1), "auto codec %d trial %d ran algo %d", codec, call, algo);
+      } else if (kept < 0) {
+        kept = path;
+      } else {
+        EXPECT(path == kept, "auto codec %d call %d: the choice changed", codec, call);
+      }
+      if (codec == qcclCodecNone) {
+        for (size_t i = 0; i < count; ++i) {
+          double sum = 0;
+          for (int q = 0; q < gSize; ++q) sum += exactInput(q + call, i);
+          if (recv[i] != static_cast<float>(sum)) {
+            EXPECT(false, "auto fp32 call %d element %zu: %g, expected %g", call, i, recv[i], sum);
+            break;
+          }
+        }
+      }
     }
   }
   // Allgather by host: bit for bit the flat allgather, with and without a codec.

@@ -25,6 +25,7 @@ const char* const kVars[] = {"QCCL_CODEC",
                              "QCCL_ERROR_FEEDBACK",
                              "QCCL_MAX_RESIDUAL_BYTES",
                              "QCCL_INTRA_CODEC",
+                             "QCCL_AUTO_HIER",
                              "QCCL_CPU_ISA",
                              "QCCL_SOCKET_IFNAME"};
 
@@ -50,6 +51,7 @@ TEST_F(Env, DefaultsWithoutVariables) {
   EXPECT_EQ(o.algo, Algo::kAuto);
   EXPECT_TRUE(o.errorFeedback);
   EXPECT_EQ(o.intraCodec, CodecId::kFp32);
+  EXPECT_TRUE(o.autoHier);
 }
 
 TEST_F(Env, EveryVariableOverrides) {
@@ -67,6 +69,7 @@ TEST_F(Env, EveryVariableOverrides) {
   setenv("QCCL_ERROR_FEEDBACK", "0", 1);
   setenv("QCCL_MAX_RESIDUAL_BYTES", "256M", 1);
   setenv("QCCL_INTRA_CODEC", "bf16", 1);
+  setenv("QCCL_AUTO_HIER", "0", 1);
   Options o = optionsFromEnv();
   EXPECT_EQ(o.codec.codec, CodecId::kMaxMin);
   EXPECT_EQ(o.codec.bits, 8);
@@ -82,6 +85,7 @@ TEST_F(Env, EveryVariableOverrides) {
   EXPECT_FALSE(o.errorFeedback);
   EXPECT_EQ(o.maxResidualBytes, size_t{256} << 20);
   EXPECT_EQ(o.intraCodec, CodecId::kBf16);
+  EXPECT_FALSE(o.autoHier);
 }
 
 // The variables the lower layers use are read here too (config.cc is the only reader).

@@ -255,6 +255,84 @@ TEST(Hier, AllgatherMatchesFlatBitForBit) {
   }
 }
 
+// auto where ranks share hosts: the first kTuneTrials calls of a tensor alternate flat (sra for a
+// lossy codec, the fp32 ring for fp32 over loopback) and hier, flat first; then every rank keeps the
+// same one. Every call's result is identical on every rank, and exact for fp32 on either schedule.
+TEST(Hier, AutoTriesFlatAndHierThenEveryRankKeepsTheSame) {
+  const size_t count = 300000;  // 1.2 MB of fp32: above kTuneMinBytes
+  const int calls = static_cast<int>(kTuneTrials) + 3;
+  for (const auto& hosts : std::vector<std::vector<int>>{{0, 0, 1, 1}, {0, 0, 0, 1}, {0, 1, 0, 1, 2, 2}}) {
+    for (CodecId codec : {CodecId::kOneBit, CodecId::kFp32}) {
+      SCOPED_TRACE("hosts " + describe(hosts) + " codec " + codecName(codec));
+      const int n = static_cast<int>(hosts.size());
+      const Algo flat = codec == CodecId::kFp32 ? Algo::kRing : Algo::kSra;
+      std::vector<std::vector<Algo>> ran(n);
+      std::vector<std::vector<std::vector<float>>> out(calls, std::vector<std::vector<float>>(n));
+      runHosts(hosts, testOptions(), [&](Communicator& c, int r) {
+        TensorOpts t;
+        t.id = 11;
+        t.codec = codec;
+        for (int k = 0; k < calls; ++k) {
+          std::vector<float> buf = exactInput(count, r + k);
+          c.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, RedOp::kSum, t);
+          ran[r].push_back(c.lastAlgo());
+          out[k][r] = std::move(buf);
+        }
+      });
+      for (int k = 0; k < calls; ++k) {
+        for (int r = 1; r < n; ++r) EXPECT_TRUE(bitEqual(out[k][r], out[k][0])) << "call " << k << " rank " << r;
+        EXPECT_EQ(ran[0][k], ran[n - 1][k]) << "call " << k;
+        if (k < static_cast<int>(kTuneTrials)) {
+          EXPECT_EQ(ran[0][k], k % 2 == 0 ? flat : Algo::kHier) << "trial " << k;
+        } else {
+          EXPECT_TRUE(ran[0][k] == flat || ran[0][k] == Algo::kHier) << "call " << k;
+          EXPECT_EQ(ran[0][k], ran[0][kTuneTrials]) << "call " << k << ": the choice stays";
+        }
+        if (codec == CodecId::kFp32) {
+          std::vector<float> sum(count, 0.0f);
+          for (int q = 0; q < n; ++q) {
+            const std::vector<float> x = exactInput(count, q + k);
+            for (size_t i = 0; i < count; ++i) sum[i] += x[i];
+          }
+          EXPECT_TRUE(bitEqual(out[k][0], sum)) << "fp32 call " << k << " is exact";
+        }
+      }
+    }
+  }
+}
+
+// Where hier cannot differ from flat, below kTuneMinBytes, without an id, or with autoHier off,
+// auto never runs hier.
+TEST(Hier, AutoStaysFlatWhereHierDoesNotApply) {
+  struct Case {
+    std::vector<int> hosts;
+    size_t count;
+    uint64_t id;
+    bool autoHier;
+  };
+  const std::vector<Case> cases = {{{0, 1, 2}, 300000, 7, true},       // one rank per host
+                                   {{0, 0, 0}, 300000, 7, true},       // one host
+                                   {{0, 0, 1, 1}, 100000, 7, true},    // 400 KB < kTuneMinBytes
+                                   {{0, 0, 1, 1}, 300000, 0, true},    // no id (fp32: allowed)
+                                   {{0, 0, 1, 1}, 300000, 7, false}};  // QCCL_AUTO_HIER=0
+  for (const Case& k : cases) {
+    SCOPED_TRACE("hosts " + describe(k.hosts) + " count " + std::to_string(k.count) + " id " + std::to_string(k.id) +
+                 " autoHier " + std::to_string(k.autoHier));
+    Options o = testOptions();
+    o.autoHier = k.autoHier;
+    runHosts(k.hosts, o, [&](Communicator& c, int r) {
+      std::vector<float> buf = exactInput(k.count, r);
+      TensorOpts t;
+      t.id = k.id;
+      for (int call = 0; call < 3; ++call) {
+        c.allreduce(buf.data(), buf.data(), k.count, DataType::kFloat32, RedOp::kSum, t);
+        EXPECT_NE(c.lastAlgo(), Algo::kHier) << "call " << call;
+      }
+      EXPECT_EQ(c.stats().tensors, 0u) << "no state kept for fp32 tensors that never try hier";
+    });
+  }
+}
+
 TEST(Hier, MismatchedCountFailsOnEveryRank) {
   Options opts = testOptions();
   opts.timeoutSec = 5;

@@ -65,7 +65,7 @@ TEST(TensorStateStore, SaveLoadRoundTripAndUntrustedRecords) {
   TensorStateStore store;
   TensorState& s = store.acquire(5, 64, *host);
   float* w = store.worker(s, *host);
-  float* o = store.owner(s, 16, *host);
+  float* o = store.owner(s, 16, 32, *host);
   for (int i = 0; i < 64; ++i) w[i] = 0.25f * i;
   for (int i = 0; i < 16; ++i) o[i] = -1.0f * i;
   store.finish(s);
@@ -79,6 +79,8 @@ TEST(TensorStateStore, SaveLoadRoundTripAndUntrustedRecords) {
   EXPECT_EQ(back.calls, 1u);
   EXPECT_EQ(std::memcmp(back.worker->data(), w, 64 * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(back.owner->data(), o, 16 * sizeof(float)), 0);
+  EXPECT_EQ(back.ownerBegin, 32u) << "the record says where the owner residual starts";
+  EXPECT_EQ(other.owner(back, 16, 32, *host)[3], -3.0f) << "the same range keeps its residual";
   EXPECT_TRUE(other.scale(5, 2.0f));
   EXPECT_EQ(back.worker->data()[4], 2.0f);
   EXPECT_FALSE(other.scale(77, 2.0f));
@@ -111,7 +113,36 @@ TEST(TensorStateStore, SaveLoadRoundTripAndUntrustedRecords) {
   const uint64_t huge = uint64_t{1} << 62;
   std::memcpy(bad.data() + 8, &huge, 8);  // count
   EXPECT_EQ(code(bad, 4, 2), ErrorCode::kMalformed) << "count";
+  bad = rec;
+  const uint64_t past = 60;  // 60 + 16 > 64
+  std::memcpy(bad.data() + 48, &past, 8);
+  EXPECT_EQ(code(bad, 4, 2), ErrorCode::kMalformed) << "owner range outside the tensor";
   EXPECT_EQ(other.stats().tensors, 1u) << "a refused record leaves no state behind";
+
+  // A version 1 record (no owner range) still loads; the first schedule to run adopts its residual.
+  std::vector<uint8_t> v1(rec.begin(), rec.begin() + 48);
+  v1.insert(v1.end(), rec.begin() + 56, rec.end());
+  const uint32_t one = 1;
+  std::memcpy(v1.data() + 4, &one, 4);
+  EXPECT_EQ(code(v1, 4, 2), ErrorCode::kSuccess);
+  TensorState& old = other.acquire(8, 64, *host);
+  EXPECT_EQ(other.owner(old, 16, 48, *host)[3], -3.0f) << "adopted by the first range asked for";
+  EXPECT_EQ(old.ownerBegin, 48u);
+}
+
+// Two schedules own different ranges of the same size (sra's shard and hier's inter-host shard):
+// switching must not apply one range's residual to the other's elements.
+TEST(TensorStateStore, OwnerResidualIsKeyedByItsRange) {
+  auto host = makeHostSpace();
+  TensorStateStore store;
+  TensorState& s = store.acquire(3, 64, *host);
+  float* o = store.owner(s, 16, 0, *host);
+  for (int i = 0; i < 16; ++i) o[i] = 1.0f + i;
+  EXPECT_EQ(store.owner(s, 16, 0, *host)[5], 6.0f);
+  float* moved = store.owner(s, 16, 16, *host);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(moved[i], 0.0f) << "another range starts from zero";
+  EXPECT_EQ(s.ownerBegin, 16u);
+  EXPECT_EQ(store.stats().bytes, s.bytes()) << "the old range's memory is released";
 }
 
 // Defect: with opts == NULL / id 0 and a lossy communicator codec, layer A's residual leaked into

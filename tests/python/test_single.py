@@ -122,6 +122,20 @@ def test_config_overrides_and_environment():
         qccl.loopback(1, intra_codec="onebit")
     assert e.value.code == 4
     assert qccl.config_defaults()["intra_codec"] == qccl.CODECS["none"]
+    assert qccl.config_defaults()["auto_hier"] is True
+    comms = qccl.loopback(3, auto_hier=False)
+    assert comms[0].last_algo() == "auto"
+    out = [None] * 3
+
+    def body(r, comm):
+        x = np.full(1000, float(r + 1), dtype=np.float32)
+        comm.allreduce(x, op="sum", tensor_id=0, codec="none")
+        out[r] = (comm.last_algo(), x[0])
+
+    run_ranks(comms, body)
+    assert out == [("ring", 6.0)] * 3  # loopback has no MPI library: the fp32 ring
+    for c in comms:
+        c.destroy()
     # QCCL_* variables are read when a configuration is made: check them in a fresh interpreter.
     code = "import qccl; d = qccl.config_defaults(); print(d['codec'], d['bits'])"
     env = dict(os.environ, QCCL_CODEC="maxmin", QCCL_BITS="8")

@@ -58,6 +58,7 @@ _CONFIG_FIELDS = (
     "algo",
     "error_feedback",
     "intra_codec",
+    "auto_hier",
 )
 
 
@@ -248,6 +249,15 @@ class Communicator:
     def stats(self) -> Dict[str, int]:
         """Byte and call counters, residual and staging memory of this communicator."""
         return self._comm.stats()
+
+    def last_algo(self) -> str:
+        """What the last allreduce ran: ``"ring"``, ``"sra"``, ``"allgather"`` or ``"hier"``, or
+        ``"native"`` when auto handed an uncompressed sum to the MPI library; ``"auto"`` before the
+        first call. Shows what ``auto`` chose (see ``auto_hier``)."""
+        algo, native = self._comm.last_algo()
+        if native:
+            return "native"
+        return {v: k for k, v in ALGOS.items()}[algo]
 
     def release(self, tensor_id: int) -> None:
         """Frees the error-feedback state of ``tensor_id``."""

@@ -120,6 +120,8 @@ qcclConfig_t makeConfig(const nb::dict& overrides) {
       c.errorFeedback = nb::cast<bool>(v) ? 1 : 0;
     else if (key == "intra_codec")
       c.intraCodec = nb::cast<int>(v);
+    else if (key == "auto_hier")
+      c.autoHier = nb::cast<bool>(v) ? 1 : 0;
     else
       invalid("unknown config field '" + key + "'");
   }
@@ -141,6 +143,7 @@ nb::dict configToDict(const qcclConfig_t& c) {
   d["algo"] = c.algo;
   d["error_feedback"] = c.errorFeedback != 0;
   d["intra_codec"] = c.intraCodec;
+  d["auto_hier"] = c.autoHier != 0;
   return d;
 }
 
@@ -249,6 +252,13 @@ nb::dict stats(const Comm& self) {
   d["wait_seconds"] = s.waitSeconds;
   d["idle_seconds"] = s.idleSeconds;
   return d;
+}
+
+// (algo, native) of the last allreduce: see qcclCommGetLastAlgo.
+nb::tuple lastAlgo(const Comm& self) {
+  int algo = 0, native = 0;
+  self.run("qcclCommGetLastAlgo", [&](qcclComm_t c) { return qcclCommGetLastAlgo(c, &algo, &native); });
+  return nb::make_tuple(algo, native != 0);
 }
 
 qcclTensorOpts_t tensorOpts(uint64_t id, int codec, int bits, int algo) {
@@ -402,6 +412,7 @@ NB_MODULE(_qccl, m) {
       .def("abort", &Comm::abort)
       .def("interrupt", &Comm::interrupt)
       .def("stats", &stats)
+      .def("last_algo", &lastAlgo)
       .def("release",
            [](Comm& self, uint64_t id) {
              self.run("qcclTensorRelease", [&](qcclComm_t c) { return qcclTensorRelease(c, id); });
