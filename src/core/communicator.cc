@@ -94,7 +94,7 @@ struct Communicator::Impl {
       statResidual{0}, statPeakResidual{0}, statStaging{0}, statPeakStaging{0}, statTensors{0}, statEvictions{0};
   std::atomic<int> statLastAlgo{static_cast<int>(Algo::kAuto)};  // an Algo, + kNativeFlag for the native path
   static constexpr int kNativeFlag = 256;
-  int sharedHosts = -1;  // hostsShareable(), computed on first use
+  int sharedHosts = -1;  // hostsShared(), computed on first use
 
   Impl(TransportPtr t, Options o)
       : transport(std::move(t)),
@@ -336,9 +336,9 @@ Selection Communicator::Impl::decide(const TensorOpts& t, size_t count, DataType
 
 // auto and hier. hier sends each host's data across the slow links once instead of once per rank,
 // at the price of two more passes inside each host; which one wins depends on the link rate, the
-// codec's ratio and the CPU, which only a measurement knows (bench/RESULTS.md: at 2 hosts x 2 ranks
-// hier is 1.35x the best flat path for fp32 at 1 Gbit/s and 0.64x unshaped; for onebit 1.64x at
-// 100 Mbit/s and 0.53x at 1 Gbit/s). So where ranks share hosts, the first kTuneTrials calls of a
+// codec's ratio and the CPU, which only a measurement knows (bench/RESULTS.md, "auto and hier": at
+// 2 hosts x 2 ranks, fp32, hier is 1.34x the best uncompressed path at 1 Gbit/s and 0.57x unshaped;
+// onebit hier is 1.79x sra at 100 Mbit/s and 0.55x at 1 Gbit/s). So where ranks share hosts, the first kTuneTrials calls of a
 // tensor alternate (flat first) and time both; the next call exchanges every rank's best time of
 // each (an fp32 allgather of two floats: the same bytes on every rank), and every rank keeps hier
 // only when it was at least 5% faster on the slowest rank. The choice lives in the tensor's state
