@@ -83,10 +83,11 @@ struct Communicator::Impl {
   static constexpr size_t kMaxCachedPlans = 256;
   std::map<std::pair<size_t, size_t>, HierPlan> hierPlans;  // by (count, alignment), same bound
   std::map<size_t, HierAllgatherPlan> hierGatherPlans;      // by count, same bound
-  // The cross-rank check's words. Heap memory that an abandoned check may still write into is
+  // The cross-rank check's buffer. Heap memory that an abandoned check may still write into is
   // leaked on purpose rather than freed under MPI (see agree()).
   static constexpr int kCheckWords = 6;
-  int64_t* checkWords = new int64_t[2 * kCheckWords];
+  static_assert(2 * kCheckWords == CheckBuffer::kWords, "the check's words and its buffer");
+  CheckBuffer* checkBuf = new CheckBuffer;
   // Published at the end of every call, so that stats() from another thread never races the call.
   WaitTimes nativeWaits;  // waits for the transport's own collectives (check, native allreduce)
   std::atomic<double> statEncode{0}, statDecode{0}, statWait{0}, statIdle{0};
@@ -104,7 +105,7 @@ struct Communicator::Impl {
         tensors(opts.maxResidualBytes) {}
   ~Impl() {
     tensors.releaseAll();
-    if (checkWords != nullptr) delete[] checkWords;
+    delete checkBuf;
   }
 
   void checkUsable() const {
@@ -279,10 +280,18 @@ struct Communicator::Impl {
     return sharedHosts == 1;
   }
 
+  // A small sum that may ride along with the cross-rank check (agree()): the call's fp32 host input
+  // and output; `done` is set when the check computed the sum too.
+  struct Fuse {
+    const float* in = nullptr;
+    float* out = nullptr;
+    bool done = false;
+  };
   Selection decide(const TensorOpts& t, size_t count, DataType dtype, RedOp op, MemorySpace& space, TensorState** state,
-                   int* trial);
+                   int* trial, Fuse* fuse);
   Selection tune(TensorState& st, const TensorOpts& t, const SelectInput& in, const Selection& flat, int* trial);
-  void agree(const TensorOpts& t, size_t count, DataType dtype, RedOp op, const CodecConfig& asked, const Selection& s);
+  void agree(const TensorOpts& t, size_t count, DataType dtype, RedOp op, const CodecConfig& asked, const Selection& s,
+             Fuse* fuse);
   void waitCollective(Request& r, const char* what);
   void runNative(const float* in, float* out, size_t count);
   void runPlan(const Plan& plan, const float* src, float* dst, const Selection& s, TensorState* st, uint32_t seq,
@@ -301,9 +310,10 @@ struct Communicator::Impl {
 // state looked up only when the call would otherwise compress or auto may try hier (so other
 // never-compressed tensors keep no state); then auto's choice between flat and hier (tune()).
 // `auto` over a transport with a native path then agrees on the result across ranks. *trial is the
-// candidate this call times for tune() (0 flat, 1 hier), or -1.
+// candidate this call times for tune() (0 flat, 1 hier), or -1. `fuse` (agree()) may compute a
+// small uncompressed sum with the check.
 Selection Communicator::Impl::decide(const TensorOpts& t, size_t count, DataType dtype, RedOp op, MemorySpace& space,
-                                     TensorState** state, int* trial) {
+                                     TensorState** state, int* trial, Fuse* fuse) {
   QCCL_CHECK(isValid(op), ErrorCode::kInvalidArgument, "allreduce: unknown reduction");
   SelectInput in;
   in.requested = t.algo ? *t.algo : opts.algo;
@@ -330,7 +340,7 @@ Selection Communicator::Impl::decide(const TensorOpts& t, size_t count, DataType
     }
     if (tunable && !in.warmup) s = tune(st, t, in, s, trial);
   }
-  if (in.requested == Algo::kAuto && in.nativeAvailable) agree(t, count, dtype, op, in.codec, s);
+  if (in.requested == Algo::kAuto && in.nativeAvailable) agree(t, count, dtype, op, in.codec, s, fuse);
   return s;
 }
 
@@ -338,13 +348,12 @@ Selection Communicator::Impl::decide(const TensorOpts& t, size_t count, DataType
 // at the price of two more passes inside each host; which one wins depends on the link rate, the
 // codec's ratio and the CPU, which only a measurement knows (bench/RESULTS.md, "auto and hier": at
 // 2 hosts x 2 ranks, fp32, hier is 1.34x the best uncompressed path at 1 Gbit/s and 0.57x unshaped;
-// onebit hier is 1.79x sra at 100 Mbit/s and 0.55x at 1 Gbit/s). So where ranks share hosts, the first kTuneTrials calls of a
-// tensor alternate (flat first) and time both; the next call exchanges every rank's best time of
-// each (an fp32 allgather of two floats: the same bytes on every rank), and every rank keeps hier
-// only when it was at least 5% faster on the slowest rank. The choice lives in the tensor's state
-// (not in checkpoints: a restored tensor tries again). While the two alternate, the owner residual
-// starts from zero at each switch (TensorStateStore::owner); the worker residual carries over, as
-// both schedules owe it for the same elements.
+// onebit hier is 1.79x sra at 100 Mbit/s and 0.55x at 1 Gbit/s). So where ranks share hosts, the first kTuneTrials
+// calls of a tensor alternate (flat first) and time both; the next call exchanges every rank's best time of each (an
+// fp32 allgather of two floats: the same bytes on every rank), and every rank keeps hier only when it was at least 5%
+// faster on the slowest rank. The choice lives in the tensor's state (not in checkpoints: a restored tensor tries
+// again). While the two alternate, the owner residual starts from zero at each switch (TensorStateStore::owner); the
+// worker residual carries over, as both schedules owe it for the same elements.
 Selection Communicator::Impl::tune(TensorState& st, const TensorOpts& t, const SelectInput& in, const Selection& flat,
                                    int* trial) {
   SelectInput h = in;
@@ -372,8 +381,13 @@ Selection Communicator::Impl::tune(TensorState& st, const TensorOpts& t, const S
 // its negation. Every rank learns whether all agree before any rank acts on its choice, so a
 // disagreement (counts on both sides of minCompressBytes, different codecs, warm-up or thresholds)
 // is kMismatch on every rank instead of two paths that wait for each other.
+// The collective has the same size whatever the call (CheckBuffer), and room for
+// CheckBuffer::kFloats floats summed beside the words: an uncompressed fp32 host call that small
+// puts its input there (`fuse`), and once every rank agrees (that it fused is one of the words)
+// the sum is its result, so a small call costs one collective instead of two.
 void Communicator::Impl::agree(const TensorOpts& t, size_t count, DataType dtype, RedOp op, const CodecConfig& asked,
-                               const Selection& s) {
+                               const Selection& s, Fuse* fuse) {
+  const bool fused = fuse != nullptr && fuse->in != nullptr && s.native && count <= CheckBuffer::kFloats;
   const int64_t mine[kCheckWords] = {
       static_cast<int64_t>(callNumber & 0x3fffffffffffffffull),
       static_cast<int64_t>(count),
@@ -382,16 +396,19 @@ void Communicator::Impl::agree(const TensorOpts& t, size_t count, DataType dtype
       static_cast<int64_t>(mix64(t.id) >> 2),
       (s.native ? 1 : 0) | (static_cast<int64_t>(s.algo) << 1) | (static_cast<int64_t>(s.codec.codec) << 4) |
           (static_cast<int64_t>(s.codec.bits) << 8) | (static_cast<int64_t>(s.errorFeedback) << 16) |
-          (static_cast<int64_t>(s.codec.bucket) << 17)};
+          (static_cast<int64_t>(s.codec.bucket) << 17) | (static_cast<int64_t>(fused) << 40)};
   static const char* const kField[kCheckWords] = {"call order", "count",      "codec", "datatype or reduction",
                                                   "tensor id",  "chosen path"};
-  int64_t* words = checkWords;
+  CheckBuffer* buf = checkBuf;
+  int64_t* words = buf->words;
   for (int i = 0; i < kCheckWords; ++i) {
     words[i] = mine[i];
     words[kCheckWords + i] = -mine[i];
   }
+  std::memset(buf->sum, 0, sizeof buf->sum);
+  if (fused && count > 0) std::memcpy(buf->sum, fuse->in, count * sizeof(float));
   guarded([&] {
-    RequestPtr check = transport->iallreduceMin(words, 2 * kCheckWords);
+    RequestPtr check = transport->iallreduceCheck(buf);
     QCCL_CHECK(check != nullptr, ErrorCode::kInternalError, "allreduce: the transport's check collective went away");
     try {
       try {
@@ -416,14 +433,20 @@ void Communicator::Impl::agree(const TensorOpts& t, size_t count, DataType dtype
         if (agree) throw;
       }
     } catch (...) {
-      checkWords = nullptr;  // MPI may still write into the abandoned words: leak them
+      checkBuf = nullptr;  // MPI may still write into the abandoned buffer: leak it
       throw;
     }
     for (int i = 0; i < kCheckWords; ++i) {
       QCCL_CHECK(words[i] == mine[i] && -words[kCheckWords + i] == mine[i], ErrorCode::kMismatch,
                  std::string("allreduce: ranks disagree on the ") + kField[i] + " of call " +
                      std::to_string(callNumber) +
-                     (i == 5 ? " (their QCCL_MIN_COMPRESS, warm-up or error-feedback settings differ)" : ""));
+                     (i == 5 ? " (their QCCL_MIN_COMPRESS, warm-up or error-feedback settings, or where their "
+                               "buffers live, host or device, differ)"
+                             : ""));
+    }
+    if (fused) {
+      if (count > 0) std::memcpy(fuse->out, buf->sum, count * sizeof(float));
+      fuse->done = true;
     }
   });
 }
@@ -484,7 +507,12 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
   SpaceScope scope(space, recv, stream);
   TensorState* st = nullptr;
   int trial = -1;
-  const Selection s = decide(t, count, dtype, op, space, &st, &trial);
+  Fuse fuse;  // a small fp32 host call may be summed by the cross-rank check itself
+  if (dtype == DataType::kFloat32 && !space.isDevice()) {
+    fuse.in = static_cast<const float*>(send);
+    fuse.out = static_cast<float*>(recv);
+  }
+  const Selection s = decide(t, count, dtype, op, space, &st, &trial, &fuse);
   const uint32_t seq = callTag(++callNumber, t.id);
   const Clock::time_point start = Clock::now();
   float* work;
@@ -494,7 +522,9 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
     work = space.scratch(0, count);
     space.toFloat(send, dtype, work, count);
   }
-  if (s.native) {
+  if (s.native && fuse.done) {
+    // summed by the check (agree())
+  } else if (s.native) {
     // Out of place on the host, the library copies as part of its algorithm: no copy first.
     const bool direct = dtype == DataType::kFloat32 && !space.isDevice();
     float* h = direct ? work : space.hostView(work, count);

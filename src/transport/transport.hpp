@@ -52,6 +52,16 @@ struct RequestDeleter {
 };
 using RequestPtr = std::unique_ptr<Request, RequestDeleter>;
 
+/// The buffer of Transport::iallreduceCheck: the cross-rank check of `auto` (communicator.cc,
+/// agree()) with room for a whole small allreduce beside it, so that one collective both checks a
+/// call and, for at most kFloats elements, computes it.
+struct CheckBuffer {
+  static constexpr int kWords = 12;    ///< minimum over ranks
+  static constexpr int kFloats = 256;  ///< summed over ranks
+  int64_t words[kWords];
+  float sum[kFloats];
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -86,8 +96,11 @@ class Transport {
   /// iallreduceSum: recv = fp32 sum over all ranks of send (in place when send == recv); the
   /// result is the same on every rank.
   virtual RequestPtr iallreduceSum(const float* /*send*/, float* /*recv*/, size_t /*count*/) { return nullptr; }
-  /// iallreduceMin: in-place element-wise minimum of `n` int64 words over all ranks.
-  virtual RequestPtr iallreduceMin(int64_t* /*words*/, int /*n*/) { return nullptr; }
+  /// iallreduceCheck: in place over all ranks, the element-wise minimum of buf->words and the fp32
+  /// sum of buf->sum, in one collective whose size never depends on the call (CheckBuffer), so that
+  /// ranks that disagree on everything else still make the same collective. The sum is the same on
+  /// every rank.
+  virtual RequestPtr iallreduceCheck(CheckBuffer* /*buf*/) { return nullptr; }
 
   /// Host index of every rank (0..H-1 in the order of each host's lowest rank; host_key.hpp says
   /// how transports find it). Default: one host.

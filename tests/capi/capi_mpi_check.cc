@@ -16,6 +16,8 @@
 //                         for QCCL_AUTO_TRIAL_CALLS calls, then every rank keeps the same one
 //     mismatch-threshold  auto with counts on both sides of QCCL_MIN_COMPRESS: qcclMismatch on every
 //                         rank from the cross-rank check, never a wait for the timeout
+//     mismatch-small      auto, nothing compressed, one rank's count small enough to be summed inside
+//                         the check and the others' not: likewise
 //     restart             a communicator fails, is destroyed, and a new one works (elastic restart)
 //     watchdog            rank 0 is stuck in a call its peers never make; another thread's
 //                         qcclCommAbort ends it with qcclCommFailed, and the peers hear of it
@@ -161,7 +163,8 @@ void caseBasic(qcclComm_t comm) {
   EXPECT(qcclCommCount(comm, &n) == qcclSuccess && n == gSize, "count %d", n);
   EXPECT(qcclCommUserRank(comm, &rank) == qcclSuccess && rank == gRank, "rank %d", rank);
   for (int algo : {qcclAlgoRing, qcclAlgoSra, qcclAlgoAllgather, qcclAlgoAuto})
-    for (size_t count : {size_t{1}, size_t{1000}, size_t{(1 << 20) + 3}}) checkExactAllreduce(comm, count, algo);
+    for (size_t count : {size_t{0}, size_t{1}, size_t{256}, size_t{257}, size_t{1000}, size_t{(1 << 20) + 3}})
+      checkExactAllreduce(comm, count, algo);
   for (int codec : {qcclCodecFp16, qcclCodecBf16, qcclCodecOneBit, qcclCodecSignScale, qcclCodecMaxMin, qcclCodecDyn8})
     checkLossy(comm, codec, 300007);
   checkAllgather(comm, 4099);
@@ -369,12 +372,14 @@ void caseMismatch(qcclComm_t comm, bool countMismatch) {
 // auto: one rank's tensor is below QCCL_MIN_COMPRESS (64 KiB, so uncompressed), the others' above
 // it (compressed). Before any rank acts on its choice, the cross-rank check finds the disagreement:
 // every rank returns qcclMismatch (a timeout would be qcclTimeout).
-void caseMismatchThreshold(qcclComm_t comm) {
-  size_t count = gRank == 0 ? 10000 : 20000;
+// `small`: nothing compressed, but rank 0's call is small enough to be summed inside the check
+// itself and the others' are not (they would go on to a second collective): the same.
+void caseMismatchThreshold(qcclComm_t comm, bool small) {
+  size_t count = gRank == 0 ? (small ? 200 : 10000) : (small ? 300 : 20000);
   std::vector<float> buf(count, 1.0f);
   qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
   t.id = 6;
-  t.codec = qcclCodecOneBit;
+  t.codec = small ? qcclCodecNone : qcclCodecOneBit;
   t.algo = qcclAlgoAuto;
   auto t0 = std::chrono::steady_clock::now();
   qcclResult_t r = qcclAllreduce(buf.data(), buf.data(), count, qcclFloat32, qcclSum, &t, comm, nullptr);
@@ -465,8 +470,8 @@ int main(int argc, char** argv) {
         caseReduceScatter(comm);
       } else if (which == "mismatch-reducescatter") {
         caseMismatchReduceScatter(comm);
-      } else if (which == "mismatch-threshold") {
-        caseMismatchThreshold(comm);
+      } else if (which == "mismatch-threshold" || which == "mismatch-small") {
+        caseMismatchThreshold(comm, which == "mismatch-small");
       } else if (mismatch) {
         caseMismatch(comm, which == "mismatch-count");
       } else if (which == "watchdog") {
