@@ -180,6 +180,67 @@ def test_skipped_steps_are_forgotten(gloo, comm):
     assert max_rel_diff(ref[0], ours[0]) < TOL
 
 
+class FakeScaler:
+    """What the hook reads of a GradScaler: get_scale()."""
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    def get_scale(self):
+        return self.scale
+
+
+@pytest.mark.parametrize("codec", ["none", "onebit"])
+@pytest.mark.parametrize("name", ["sgd_momentum", "sgd_nesterov_wd", "adamw"])
+def test_grad_scaler_with_optimizer_trains_like_unscaled(gloo, comm, name, codec):
+    # Mixed precision as GradScaler runs it: losses scaled by S (powers of two, so scaling is exact),
+    # the gradients unscaled before opt.step(), a step with Inf in one layer skipped with the scale
+    # halved, the scale doubled after others. With codec none the hook must give what plain DDP and
+    # the optimizer give on the unscaled losses without the skipped step; with onebit (exact under
+    # power-of-two scaling) bit for bit what the hook gives on the unscaled losses. Without the
+    # unscaled momenta (or their roll-back) the Inf or the scale would stay in them: the test can fail.
+    rank = gloo.get_rank()
+    scaler = FakeScaler(1024.0)
+    hook = dict(codec=codec, scheme="dgc")
+    ref, ours, state = pair(OPTIMIZERS[name], comm, grad_scaler=scaler, **hook)
+    _, unscaled, unscaled_state = pair(OPTIMIZERS[name], comm, **hook)  # the hook on unscaled losses
+    grow, skip = {2, 6}, {4, 9}
+    for step in range(14):
+        x, y = batch(rank, step)
+        s = scaler.scale
+        for model, opt in (ref, ours, unscaled):
+            opt.zero_grad(set_to_none=True)
+        inf = ours[0].module[0].weight.register_hook(lambda g: g * float("inf")) if step in skip else None
+        (loss_of(ours[0], x, y) * s).backward()
+        if inf is not None:
+            inf.remove()
+            assert not torch.isfinite(ours[0].module[0].weight.grad).all()
+            scaler.scale = s / 2  # GradScaler: opt.step() skipped, the scale backed off
+            continue
+        for p in ours[0].parameters():
+            p.grad.div_(s)  # GradScaler.unscale_
+        for model, opt in (ref, unscaled):
+            loss_of(model, x, y).backward()
+            opt.step()
+        ours[1].step()
+        if step in grow:
+            scaler.scale = s * 2
+    assert all(torch.isfinite(p).all() for p in ours[0].parameters())
+    if codec == "none":
+        assert max_rel_diff(ref[0], ours[0]) < TOL
+    else:
+        assert digest(ours[0]) == digest(unscaled[0])
+        assert max_rel_diff(ref[0], ours[0]) > TOL  # onebit really compressed
+    # The local momenta are kept unscaled: those of the scaled run equal those of the unscaled one.
+    # (With codec none the parameters alone would not show it: the correction's reconciliation
+    # absorbs momenta in the wrong units, while a lossy codec's residuals would not.)
+    mine, theirs = state.momentum.state_dict()["state"], unscaled_state.momentum.state_dict()["state"]
+    assert len(mine) == 2 and sorted(mine) == sorted(theirs)  # the momentum-aware path ran
+    for i in mine:
+        u, v = mine[i]["u"], theirs[i]["u"]
+        assert float((u - v).abs().max() / v.abs().max()) < TOL, f"parameter {i}: local momentum in other units"
+
+
 def test_no_sync_accumulation(gloo, comm):
     ref, ours, _ = pair(OPTIMIZERS["adamw"], comm)
     rank = gloo.get_rank()

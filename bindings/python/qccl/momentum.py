@@ -143,14 +143,18 @@ class MomentumCorrection:
         b = st.get("momentum_buffer" if self.kind == "sgd" else "exp_avg")
         return None if b is None else b.view(-1)
 
-    def local(self, p: torch.Tensor, g: torch.Tensor) -> None:
+    def local(self, p: torch.Tensor, g: torch.Tensor, scale: float = 1.0) -> None:
         """Replaces g, this rank's flat gradient of p, by this rank's message. In place, without
         new full-size tensors where the gradient is fp32: on a 4.3M-parameter model the
-        temporaries of the plain expressions cost as much CPU per step as the exchange itself."""
+        temporaries of the plain expressions cost as much CPU per step as the exchange itself.
+        ``scale``: g is loss-scaled by it (mixed precision); the momentum is kept unscaled, the
+        message is scaled again, so that residuals stay in the units of the plain path."""
         h = self._hyper[p]
         st = self._state.setdefault(p, {})
         buf = self._buffer(p)
         d = g if g.dtype == torch.float32 else g.float()  # g is overwritten with the message below
+        if scale != 1.0:
+            d.div_(scale)
         if h.sign < 0:
             d.neg_()
         if h.wd != 0.0:
@@ -176,15 +180,19 @@ class MomentumCorrection:
         g.copy_(u)
         if before is not None:
             g.sub_(before)
+        if scale != 1.0:
+            g.mul_(scale)
 
-    def corrected(self, p: torch.Tensor, x: torch.Tensor) -> None:
+    def corrected(self, p: torch.Tensor, x: torch.Tensor, scale: float = 1.0) -> None:
         """Replaces x, the average of the messages for p, by the gradient the optimizer is to see
-        (in place where x is fp32)."""
+        (in place where x is fp32). ``scale`` as in local(): x and the result are loss-scaled."""
         h = self._hyper[p]
         st = self._state[p]
         buf = self._buffer(p)
         old = None if buf is None else buf.float()
         d = x if x.dtype == torch.float32 else x.float()
+        if scale != 1.0:
+            d.div_(scale)
         if self.scheme == "ef21" and old is not None:
             d.add_(old)
         sent = st.get("sent")
@@ -207,8 +215,19 @@ class MomentumCorrection:
             d.sub_(p.detach().reshape(-1), alpha=h.wd)
         if h.sign < 0:
             d.neg_()
+        if scale != 1.0:
+            d.mul_(scale)
         if d is not x:
             x.copy_(d)
+
+    def snapshot(self) -> Dict[torch.Tensor, Dict[str, torch.Tensor]]:
+        """A copy of the local momenta and the buffers last asked for, for restore()."""
+        return {p: {k: v.clone() for k, v in st.items()} for p, st in self._state.items()}
+
+    def restore(self, snap: Dict[torch.Tensor, Dict[str, torch.Tensor]]) -> None:
+        """Puts back a snapshot(): a step that a mixed-precision scaler skipped leaves nothing behind
+        (its gradients may hold Inf/NaN, which the momenta would otherwise keep)."""
+        self._state = {p: {k: v.clone() for k, v in st.items()} for p, st in snap.items()}
 
     def _freeze_second_moment(self, p: torch.Tensor, st: Dict[str, torch.Tensor], h: _Hyper) -> None:
         """onebit_adam: puts the frozen second moment back before each step, scaled so that Adam's

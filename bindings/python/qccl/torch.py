@@ -41,7 +41,10 @@ multiplied by new / old. A step after which the scale went down was skipped by t
 lowers the scale exactly when it finds Inf/NaN and skips ``opt.step()``), so the residuals go back
 to what they were before that step: nothing of a skipped step is kept, and nothing before it is
 lost. This keeps a copy of every residual per step (the size of the compressed parameters' fp32
-gradients, copied once per step).
+gradients, copied once per step). With ``optimizer=`` too, the local momenta are kept unscaled
+(the hook divides the gradient by the scale before it enters them, and scales the message and the
+returned gradient back), and a skipped step puts them back as they were before it; that keeps a
+second copy per step, of the momenta.
 
 Checkpoints: :meth:`HookState.state_dict` holds the step count, every bucket's residuals (with
 the bucket's layout) and, with ``optimizer``, the local momenta; a new HookState resumes the same
@@ -123,7 +126,7 @@ class HookState:
         grad_scaler: the mixed-precision loss scaler (``torch.cuda.amp.GradScaler`` or anything
             with ``get_scale()``) whose scaled gradients reach the hook: residuals are rescaled
             when the scale changes and rolled back over steps the scaler skipped (module doc).
-            Not combined with ``optimizer`` (the momentum correction works on unscaled values).
+            With ``optimizer``, the local momenta are kept unscaled and rolled back too.
     """
 
     def __init__(self, comm: Optional[Communicator] = None, codec: str = "onebit", bits: Optional[int] = None,
@@ -176,12 +179,10 @@ class HookState:
             raise Error("scheme needs optimizer", INVALID_ARGUMENT)
         if grad_scaler is not None and not callable(getattr(grad_scaler, "get_scale", None)):
             raise Error("grad_scaler: expected a GradScaler (an object with get_scale())", INVALID_ARGUMENT)
-        if grad_scaler is not None and optimizer is not None:
-            raise Error("grad_scaler= with optimizer= is not supported: the momentum correction mixes the "
-                        "optimizer's unscaled state with loss-scaled gradients", INVALID_ARGUMENT)
         self.grad_scaler = grad_scaler
         self._loss_scale: Optional[float] = None  # the scale the running step's residuals are in
         self._snapshot: Dict[int, bytes] = {}  # residuals before the running step (grad_scaler only)
+        self._momentum_snapshot: Optional[Dict[Any, Any]] = None  # local momenta before it (and optimizer=)
         self._in_step = False  # a bucket of the running step was seen and not yet the last one
         self._cuda = False  # the buckets are CUDA tensors (their residuals live on the device)
         # load_state_dict's residuals by bucket layout (shapes, numel), each in bucket order, until a
@@ -277,7 +278,7 @@ class HookState:
         return sorted(i for ids in dead.values() for i in ids)
 
     def _reduce(self, buf: torch.Tensor, plan: _BucketPlan, warm: bool, step: int,
-                release: Tuple[int, ...] = ()) -> None:
+                release: Tuple[int, ...] = (), scale: float = 1.0) -> None:
         for tensor_id in release:  # on the worker, in order with the collectives queued before
             self.comm.release(tensor_id)
         for tensor_id, data in plan.restore:
@@ -287,10 +288,10 @@ class HookState:
         mc = self.momentum
         corrected = plan.params if mc is not None and mc.corrects(step) else []
         for o, n, p in corrected:
-            mc.local(p, buf[o:o + n])
+            mc.local(p, buf[o:o + n], scale)
         self._exchange(buf, plan, warm)
         for o, n, p in corrected:
-            mc.corrected(p, buf[o:o + n])
+            mc.corrected(p, buf[o:o + n], scale)
 
     def _exchange(self, buf: torch.Tensor, plan: _BucketPlan, warm: bool) -> None:
         comm = self.comm
@@ -346,6 +347,11 @@ class HookState:
             for i in ids:
                 comm.scale_tensor_state(i, factor)
         self._snapshot = {i: comm.save_tensor_state(i) for i in ids}
+        mc = self.momentum
+        if mc is not None:  # the local momenta are kept unscaled: rolled back, never rescaled
+            if rollback and self._momentum_snapshot is not None:
+                mc.restore(self._momentum_snapshot)
+            self._momentum_snapshot = mc.snapshot()
 
     def _drain(self) -> None:
         """Waits until the buckets queued so far have been exchanged."""
@@ -458,6 +464,7 @@ def allreduce_hook(state: "HookState", bucket: dist.GradBucket) -> torch.futures
     rescale = None
     if not state._in_step and state.grad_scaler is not None:
         rescale = state._loss_scale_step()  # the step's first bucket: before its plan adds ids
+    scale = state._loss_scale if state.grad_scaler is not None else 1.0
     plan = state.plan(bucket)
     step = state.step
     warm = step < state.warmup_steps or (plan.unmatched and bool(state._saved))
@@ -483,7 +490,7 @@ def allreduce_hook(state: "HookState", bucket: dist.GradBucket) -> torch.futures
             with torch.cuda.device(buf.device), torch.cuda.stream(stream):
                 if rescale is not None:
                     state._rescale(*rescale)
-                state._reduce(buf, plan, warm, step, release)
+                state._reduce(buf, plan, warm, step, release, scale)
             stream.synchronize()
             return buf
     else:
@@ -491,7 +498,7 @@ def allreduce_hook(state: "HookState", bucket: dist.GradBucket) -> torch.futures
         def job() -> torch.Tensor:
             if rescale is not None:
                 state._rescale(*rescale)
-            state._reduce(buf, plan, warm, step, release)
+            state._reduce(buf, plan, warm, step, release, scale)
             return buf
 
     fut: torch.futures.Future = torch.futures.Future()
