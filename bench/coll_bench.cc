@@ -369,7 +369,7 @@ Row benchSize(Bench& b, size_t size, uint64_t idx) {
     qc(qcclCommGetLastAlgo(b.comm, &ran, &native), b.comm, "qcclCommGetLastAlgo");
     row.ran = native ? "native" : algoName(ran);
   } else {
-    row.ran = b.a.reduceScatter ? "scatter" : (b.opts.algo == qcclAlgoHier ? "hier" : "allgather");
+    row.ran = b.schedule();
   }
   const double calls = b.a.iters + b.a.warmup;
   double wire = static_cast<double>(s1.bytesSent - s0.bytesSent) / calls;

@@ -69,6 +69,11 @@ struct Bench {
                        : (a.reduceScatter ? bench::Collective::kReduceScatter : bench::Collective::kAllreduce);
   }
   const char* name() const { return a.allgather ? "allgather" : (a.reduceScatter ? "reducescatter" : "allreduce"); }
+  // The schedule asked for, as the reports name it (allreduce: the --algo, auto included).
+  const char* schedule() const {
+    return a.allgather ? (opts.algo == qcclAlgoHier ? "hier" : "allgather")
+                       : (a.reduceScatter ? "scatter" : algoName(opts.algo));
+  }
   // Bytes each rank sends in the fp32 ring (the uncompressed baseline's wire traffic).
   double fp32WireBytes(size_t count) const {
     if (a.reduceScatter) return 4.0 * count * (gSize - 1);  // n - 1 shards of count elements

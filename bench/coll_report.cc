@@ -123,8 +123,7 @@ void printRow(const Bench& b, const Row& r) {
   double busbw = algbw * factor, xm = r.mpiTimeS / r.timeS, xf = r.fp16TimeS / r.timeS;
   double xb = r.best.timeS > 0 ? r.best.timeS / r.timeS : 0;
   const char* codec = codecLabel(b.opts.codec);
-  const char* algo = b.a.allgather ? (b.opts.algo == qcclAlgoHier ? "hier" : "allgather")
-                                   : (b.a.reduceScatter ? "scatter" : algoName(b.opts.algo));
+  const char* algo = b.schedule();
   std::string glooName = "none";
   const double gloo = glooTime(r, &glooName);
   const double iall = bench::timeOf(r.baselines, b.a.reduceScatter ? "mpi_ireduce_scatter_block" : "mpi_iallreduce");

@@ -51,6 +51,13 @@ uint64_t mix64(uint64_t x) {
 // in a different order, or with different tensor ids, on different ranks fail the header check.
 uint32_t callTag(uint64_t n, uint64_t id) { return static_cast<uint32_t>(mix64(n ^ mix64(id))); }
 
+// Two hosts or more, and one of them with two ranks or more: where hier differs from flat.
+bool sharesHosts(const std::vector<int>& hostOfRank) {
+  std::map<int, int> ranksOn;
+  for (int h : hostOfRank) ++ranksOn[h];
+  return ranksOn.size() >= 2 && ranksOn.size() < hostOfRank.size();
+}
+
 // Enters a memory space for one call and always leaves it.
 class SpaceScope {
  public:
@@ -95,14 +102,15 @@ struct Communicator::Impl {
       statResidual{0}, statPeakResidual{0}, statStaging{0}, statPeakStaging{0}, statTensors{0}, statEvictions{0};
   std::atomic<int> statLastAlgo{static_cast<int>(Algo::kAuto)};  // an Algo, + kNativeFlag for the native path
   static constexpr int kNativeFlag = 256;
-  int sharedHosts = -1;  // hostsShared(), computed on first use
+  const bool hostsShared;  // where hier differs from flat (sharesHosts())
 
   Impl(TransportPtr t, Options o)
       : transport(std::move(t)),
         opts(std::move(o)),
         exec(*transport),
         host(makeHostSpace()),
-        tensors(opts.maxResidualBytes) {}
+        tensors(opts.maxResidualBytes),
+        hostsShared(sharesHosts(transport->hostOfRanks())) {}
   ~Impl() {
     tensors.releaseAll();
     delete checkBuf;
@@ -269,17 +277,6 @@ struct Communicator::Impl {
     if (peak > statPeakStaging.load()) statPeakStaging.store(peak);
   }
 
-  // Two hosts or more, and one of them with two ranks or more: where hier differs from flat.
-  bool hostsShared() {
-    if (sharedHosts < 0) {
-      const std::vector<int> hosts = transport->hostOfRanks();
-      std::map<int, int> ranksOn;
-      for (int h : hosts) ++ranksOn[h];
-      sharedHosts = ranksOn.size() >= 2 && ranksOn.size() < hosts.size() ? 1 : 0;
-    }
-    return sharedHosts == 1;
-  }
-
   // A small sum that may ride along with the cross-rank check (agree()): the call's fp32 host input
   // and output; `done` is set when the check computed the sum too.
   struct Fuse {
@@ -330,7 +327,7 @@ Selection Communicator::Impl::decide(const TensorOpts& t, size_t count, DataType
   *trial = -1;
   const bool compresses = !s.native && (s.codec.codec != CodecId::kFp32 || s.algo != Algo::kRing);
   const bool tunable = in.requested == Algo::kAuto && opts.autoHier && t.id != 0 &&
-                       count * sizeof(float) >= kTuneMinBytes && hostsShared();
+                       count * sizeof(float) >= kTuneMinBytes && hostsShared;
   if (t.id != 0 && (s.errorFeedback || (compresses && opts.warmupCalls > 0) || tunable)) {
     TensorState& st = tensors.acquire(t.id, count, space);
     *state = &st;
