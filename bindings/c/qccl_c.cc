@@ -177,6 +177,8 @@ void optionsToConfig(const qccl::Options& o, qcclConfig_t* c) {
   c->maxResidualBytes = o.maxResidualBytes;
   c->intraCodec = static_cast<int>(o.intraCodec);
   c->autoHier = o.autoHier ? 1 : 0;
+  c->shm = o.shm ? 1 : 0;
+  c->shmChunkBytes = o.shmChunkBytes;
 }
 
 static_assert(QCCL_AUTO_TRIAL_CALLS == qccl::kTuneTrials, "qccl.h and options.hpp disagree");
@@ -214,6 +216,10 @@ qccl::Options configToOptions(const qcclConfig_t* c) {
   o.maxResidualBytes = c->maxResidualBytes;
   o.intraCodec = codecFromInt(c->intraCodec, "config->intraCodec");
   o.autoHier = c->autoHier != 0;
+  o.shm = c->shm != 0;
+  if (c->shmChunkBytes < 64 || c->shmChunkBytes > qccl::kMaxShmChunkBytes)
+    invalid("config->shmChunkBytes = " + std::to_string(c->shmChunkBytes) + " is not in 64 .. 256 MiB");
+  o.shmChunkBytes = c->shmChunkBytes;
   qccl::validate(o);
   return o;
 }
@@ -462,10 +468,10 @@ qcclResult_t qcclCommGetStats(const qcclComm_t comm, qcclStats_t* stats) {
 qcclResult_t qcclCommGetLastAlgo(const qcclComm_t comm, int* algo, int* native) {
   return guarded(comm, "qcclCommGetLastAlgo", [&] {
     requireComm(comm);
-    bool n = false;
-    const qccl::Algo a = comm->core->lastAlgo(&n);
+    int path = 0;
+    const qccl::Algo a = comm->core->lastAlgo(&path);
     if (algo != nullptr) *algo = static_cast<int>(a);
-    if (native != nullptr) *native = n ? 1 : 0;
+    if (native != nullptr) *native = path;
   });
 }
 

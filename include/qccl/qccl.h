@@ -115,6 +115,8 @@ typedef enum {
  *    QCCL_MAX_RESIDUAL_BYTES maxResidualBytes  cap on per-tensor state, 0 = none (default 0)
  *    QCCL_INTRA_CODEC  intraCodec       hier inside a host: none|fp16|bf16 (default none = fp32)
  *    QCCL_AUTO_HIER    autoHier         0|1 auto tries hier where ranks share hosts (default 1)
+ *    QCCL_SHM          shm              0|1 auto sums in shared memory when all ranks share one host (default 1)
+ *    QCCL_SHM_CHUNK_BYTES shmChunkBytes fp32 bytes per rank and step of that sum (default 1 MiB)
  *  Read elsewhere, also only in src/core/config.cc:
  *    QCCL_CPU_ISA      cap on the CPU codec kernels: scalar|avx2|avx512 (default: the best present)
  *    QCCL_SOCKET_IFNAME interface whose IPv4 address goes into a unique id (default: first up,
@@ -147,6 +149,14 @@ typedef struct {
    *  between the flat path and hier; every rank then keeps the one that was faster on the slowest
    *  rank (qcclCommGetLastAlgo tells which ran). 0 = auto never runs hier. New in 0.2.0. */
   int autoHier;
+  /** auto, every rank on one host (two ranks or more): the uncompressed sum and the check of each
+   *  call that every rank makes the same call go through one shared-memory segment in /dev/shm
+   *  (2 x (shmChunkBytes + 16 KiB) per rank), set up by the first auto allreduce; its name is
+   *  removed as soon as every rank has mapped it. Used only when every rank allows it and maps it,
+   *  else auto goes through the transport as before. qcclCommGetLastAlgo reports *native = 2.
+   *  0 = never. New in 0.2.0. */
+  int shm;
+  size_t shmChunkBytes; /**< fp32 bytes each rank stages per step of the shared-memory sum, 64 .. 256 MiB */
 } qcclConfig_t;
 
 /** Calls of a tensor that auto spends timing the flat path against hier (see autoHier). */
@@ -234,8 +244,9 @@ qcclResult_t qcclCommUserRank(const qcclComm_t comm, int* rank);
 qcclResult_t qcclCommGetStats(const qcclComm_t comm, qcclStats_t* stats);
 /** The schedule the last allreduce on comm ran (*algo: a qcclAlgo_t, never qcclAlgoAuto once a
  *  call completed; qcclAlgoAuto before the first), and *native = 1 when it handed the sum to the
- *  MPI library instead (auto with nothing to compress). Either pointer may be NULL. Callable from
- *  any thread. Tells what auto chose (see autoHier). New in 0.2.0. */
+ *  MPI library instead (auto with nothing to compress), 2 when it summed in qccl's shared-memory
+ *  segment (auto with nothing to compress, every rank on one host; QCCL_SHM), 0 otherwise. Either
+ *  pointer may be NULL. Callable from any thread. Tells what auto chose (see autoHier). New in 0.2.0. */
 qcclResult_t qcclCommGetLastAlgo(const qcclComm_t comm, int* algo, int* native);
 /** Frees the error-feedback state of tensor `id`. */
 qcclResult_t qcclTensorRelease(qcclComm_t comm, uint64_t id);

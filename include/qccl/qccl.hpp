@@ -105,7 +105,8 @@ class Comm {
     checkResult(qcclCommGetStats(handle_, &s), handle_);
     return s;
   }
-  /// The schedule the last allreduce ran, and whether it was the MPI library's own (qcclCommGetLastAlgo).
+  /// The schedule the last allreduce ran, and whether the sum bypassed qccl's messages: the MPI
+  /// library's own, or qccl's shared-memory sum on one host (qcclCommGetLastAlgo tells which).
   qcclAlgo_t lastAlgo(bool* native = nullptr) const {
     int a = 0, n = 0;
     checkResult(qcclCommGetLastAlgo(handle_, &a, &n), handle_);

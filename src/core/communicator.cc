@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <new>
@@ -24,6 +25,7 @@
 #include "core/plan.hpp"
 #include "core/plan_hier.hpp"
 #include "core/select.hpp"
+#include "core/shm_group.hpp"
 #include "core/tensor_state.hpp"
 #include "qccl/error.hpp"
 
@@ -57,6 +59,15 @@ bool sharesHosts(const std::vector<int>& hostOfRank) {
   for (int h : hostOfRank) ++ranksOn[h];
   return ranksOn.size() >= 2 && ranksOn.size() < hostOfRank.size();
 }
+
+// Two ranks or more, all on one host: where `auto` sums in shared memory (shm_group.hpp).
+bool allOnOneHost(const std::vector<int>& hostOfRank) {
+  return hostOfRank.size() >= 2 &&
+         std::all_of(hostOfRank.begin(), hostOfRank.end(), [&](int h) { return h == hostOfRank[0]; });
+}
+
+// Tags of the two exchanges that set the shared segment up (setupShm()).
+constexpr uint64_t kShmSetupId = 0x73686d2d73657475ull;
 
 // Enters a memory space for one call and always leaves it.
 class SpaceScope {
@@ -101,8 +112,13 @@ struct Communicator::Impl {
   std::atomic<uint64_t> statBytesSent{0}, statBytesSentInterHost{0}, statBytesReceived{0}, statCalls{0},
       statResidual{0}, statPeakResidual{0}, statStaging{0}, statPeakStaging{0}, statTensors{0}, statEvictions{0};
   std::atomic<int> statLastAlgo{static_cast<int>(Algo::kAuto)};  // an Algo, + kNativeFlag for the native path
-  static constexpr int kNativeFlag = 256;
+  static constexpr int kNativeFlag = 256, kShmFlag = 512;
   const bool hostsShared;  // where hier differs from flat (sharesHosts())
+  const bool oneHost;      // every rank on one host (allOnOneHost())
+  // The shared segment of `auto` on one host: set up by the first `auto` allreduce (setupShm()),
+  // the same answer on every rank. 0: not tried yet, 1: in use, -1: off.
+  int shmState = 0;
+  std::unique_ptr<ShmGroup> shm;
 
   Impl(TransportPtr t, Options o)
       : transport(std::move(t)),
@@ -110,7 +126,8 @@ struct Communicator::Impl {
         exec(*transport),
         host(makeHostSpace()),
         tensors(opts.maxResidualBytes),
-        hostsShared(sharesHosts(transport->hostOfRanks())) {}
+        hostsShared(sharesHosts(transport->hostOfRanks())),
+        oneHost(allOnOneHost(transport->hostOfRanks())) {}
   ~Impl() {
     tensors.releaseAll();
     delete checkBuf;
@@ -255,12 +272,15 @@ struct Communicator::Impl {
     } catch (...) {
     }
     if (code != ErrorCode::kRemoteError) transport->sendAbort(code, why);
+    if (shm) shm->poison();
   }
 
   void publishStats() noexcept {
     const ExecStats& e = exec.stats();
     const TensorStateStats t = tensors.stats();
-    const uint64_t spaces = host->bytesHeld() + (dev ? dev->bytesHeld() : 0);
+    // The shared segment counts with its part per rank (every rank maps all of it).
+    const uint64_t spaces = host->bytesHeld() + (dev ? dev->bytesHeld() : 0) +
+                            (shm ? shm->bytes() / static_cast<uint64_t>(shm->size()) : 0);
     statBytesSent.store(e.bytesSent);
     statBytesSentInterHost.store(e.bytesSentInterHost);
     statBytesReceived.store(e.bytesReceived);
@@ -285,10 +305,15 @@ struct Communicator::Impl {
     bool done = false;
   };
   Selection decide(const TensorOpts& t, size_t count, DataType dtype, RedOp op, MemorySpace& space, TensorState** state,
-                   int* trial, Fuse* fuse);
+                   int* trial, Fuse* fuse, int64_t* shmDesc);
   Selection tune(TensorState& st, const TensorOpts& t, const SelectInput& in, const Selection& flat, int* trial);
   void agree(const TensorOpts& t, size_t count, DataType dtype, RedOp op, const CodecConfig& asked, const Selection& s,
              Fuse* fuse);
+  void callWords(const TensorOpts& t, size_t count, DataType dtype, RedOp op, const CodecConfig& asked,
+                 const Selection& s, bool fused, int64_t* words) const;
+  [[noreturn]] void throwDisagreement(int word) const;
+  void setupShm();
+  void runShm(const int64_t* desc, const float* in, float* out, size_t count);
   void waitCollective(Request& r, const char* what);
   void runNative(const float* in, float* out, size_t count);
   void runPlan(const Plan& plan, const float* src, float* dst, const Selection& s, TensorState* st, uint32_t seq,
@@ -308,14 +333,18 @@ struct Communicator::Impl {
 // never-compressed tensors keep no state); then auto's choice between flat and hier (tune()).
 // `auto` over a transport with a native path then agrees on the result across ranks. *trial is the
 // candidate this call times for tune() (0 flat, 1 hier), or -1. `fuse` (agree()) may compute a
-// small uncompressed sum with the check.
+// small uncompressed sum with the check. Where every rank is on one host, `auto` sets up the shared
+// segment on its first call and from then on checks every call there instead (shmDesc gets the
+// call's description, ShmGroup::kDescWords words; shmDesc[0] stays -1 when there is no such check).
 Selection Communicator::Impl::decide(const TensorOpts& t, size_t count, DataType dtype, RedOp op, MemorySpace& space,
-                                     TensorState** state, int* trial, Fuse* fuse) {
+                                     TensorState** state, int* trial, Fuse* fuse, int64_t* shmDesc) {
   QCCL_CHECK(isValid(op), ErrorCode::kInvalidArgument, "allreduce: unknown reduction");
   SelectInput in;
   in.requested = t.algo ? *t.algo : opts.algo;
   QCCL_CHECK(isValid(in.requested), ErrorCode::kInvalidArgument, "allreduce: unknown algorithm");
   in.codec = codecFor(t);
+  if (in.requested == Algo::kAuto && oneHost && shmState == 0) guarded([&] { setupShm(); });
+  in.shmAvailable = in.requested == Algo::kAuto && shmState == 1;
   in.count = count;
   in.nranks = transport->size();
   in.minCompressBytes = opts.minCompressBytes;
@@ -337,8 +366,76 @@ Selection Communicator::Impl::decide(const TensorOpts& t, size_t count, DataType
     }
     if (tunable && !in.warmup) s = tune(st, t, in, s, trial);
   }
-  if (in.requested == Algo::kAuto && in.nativeAvailable) agree(t, count, dtype, op, in.codec, s, fuse);
+  shmDesc[0] = -1;
+  if (in.shmAvailable) {
+    callWords(t, count, dtype, op, in.codec, s, false, shmDesc);
+  } else if (in.requested == Algo::kAuto && in.nativeAvailable) {
+    agree(t, count, dtype, op, in.codec, s, fuse);
+  }
   return s;
+}
+
+// Sets up the shared segment of a communicator whose ranks are all on one host, collectively, on
+// the first `auto` allreduce (every rank makes it, whether or not its own Options::shm allows the
+// segment, so that every rank reaches the same answer). Two fp32 allgathers through qccl's own
+// messages: (whether this rank allows it, whether rank 0 created the segment, its name as one
+// float per byte), then whether each rank mapped it. The segment is used only when all allowed it
+// and all mapped it; rank 0 removes the name after the second round either way, so nothing stays
+// behind in /dev/shm. A failure to create or map it is not an error (the call goes on through the
+// transport), only a one-line note on stderr.
+void Communicator::Impl::setupShm() {
+  shmState = -1;
+  // A peer that gave up before this call (its abort notice is here) is reported as such, not as
+  // the failed send to it that the exchange below would otherwise run into first.
+  transport->progress();
+  pollWait(*transport, waitSpec("allreduce (shared-memory set-up)"));
+  constexpr size_t kNameFloats = 48;
+  const int n = transport->size(), me = transport->rank();
+  const size_t width = 2 + kNameFloats;
+  std::vector<float> mine(width, 0.0f), all(width * static_cast<size_t>(n), 0.0f);
+  std::unique_ptr<ShmGroup> g;
+  std::string why;
+  mine[0] = opts.shm ? 1.0f : 0.0f;
+  if (me == 0 && opts.shm) {
+    try {
+      g = ShmGroup::create(n, opts.shmChunkBytes / sizeof(float));
+      if (g->name().size() <= kNameFloats) {
+        mine[1] = 1.0f;
+        for (size_t i = 0; i < g->name().size(); ++i) mine[2 + i] = static_cast<unsigned char>(g->name()[i]);
+      }
+    } catch (const Error& e) {
+      why = e.what();
+    }
+  }
+  const ExecParams p1 = params(resolveConfig(CodecConfig{}), callTag(callNumber + 1, kShmSetupId), host->ops());
+  exec.run(plan(-1, width, 1), mine.data(), all.data(), p1);
+  bool usable = all[1] == 1.0f;
+  for (int r = 0; r < n; ++r) usable = usable && all[static_cast<size_t>(r) * width] == 1.0f;
+  bool mapped = me == 0 ? g != nullptr : false;
+  if (usable && me != 0) {
+    std::string name;
+    for (size_t i = 0; i < kNameFloats && all[2 + i] != 0.0f; ++i)
+      name += static_cast<char>(static_cast<int>(all[2 + i]));
+    try {
+      g = ShmGroup::open(name, n, me);
+      mapped = true;
+    } catch (const Error& e) {
+      why = e.what();
+    }
+  }
+  const float ok = usable && mapped ? 1.0f : 0.0f;
+  std::vector<float> oks(static_cast<size_t>(n), 0.0f);
+  const ExecParams p2 = params(resolveConfig(CodecConfig{}), callTag(callNumber + 1, kShmSetupId + 1), host->ops());
+  exec.run(plan(-1, 1, 1), &ok, oks.data(), p2);
+  if (me == 0 && g) g->unlink();
+  const bool allMapped = std::all_of(oks.begin(), oks.end(), [](float v) { return v == 1.0f; });
+  if (!why.empty())
+    std::fprintf(stderr, "qccl: rank %d: no shared-memory sum on this host (%s); going through the transport\n", me,
+                 why.c_str());
+  if (usable && allMapped) {
+    shm = std::move(g);
+    shmState = 1;
+  }
 }
 
 // auto and hier. hier sends each host's data across the slow links once instead of once per rank,
@@ -382,10 +479,11 @@ Selection Communicator::Impl::tune(TensorState& st, const TensorOpts& t, const S
 // CheckBuffer::kFloats floats summed beside the words: an uncompressed fp32 host call that small
 // puts its input there (`fuse`), and once every rank agrees (that it fused is one of the words)
 // the sum is its result, so a small call costs one collective instead of two.
-void Communicator::Impl::agree(const TensorOpts& t, size_t count, DataType dtype, RedOp op, const CodecConfig& asked,
-                               const Selection& s, Fuse* fuse) {
-  const bool fused = fuse != nullptr && fuse->in != nullptr && s.native && count <= CheckBuffer::kFloats;
-  const int64_t mine[kCheckWords] = {
+// The words of the cross-rank check: the call's description and the path this rank chose (the
+// check of agree() over MPI, and ShmGroup's on one host; the last words stay 0 for the latter).
+void Communicator::Impl::callWords(const TensorOpts& t, size_t count, DataType dtype, RedOp op,
+                                   const CodecConfig& asked, const Selection& s, bool fused, int64_t* words) const {
+  const int64_t w[kCheckWords] = {
       static_cast<int64_t>(callNumber & 0x3fffffffffffffffull),
       static_cast<int64_t>(count),
       static_cast<int64_t>(asked.codec) * 256 + asked.bits,
@@ -393,9 +491,28 @@ void Communicator::Impl::agree(const TensorOpts& t, size_t count, DataType dtype
       static_cast<int64_t>(mix64(t.id) >> 2),
       (s.native ? 1 : 0) | (static_cast<int64_t>(s.algo) << 1) | (static_cast<int64_t>(s.codec.codec) << 4) |
           (static_cast<int64_t>(s.codec.bits) << 8) | (static_cast<int64_t>(s.errorFeedback) << 16) |
-          (static_cast<int64_t>(s.codec.bucket) << 17) | (static_cast<int64_t>(fused) << 40)};
+          (static_cast<int64_t>(s.codec.bucket) << 17) | (static_cast<int64_t>(fused) << 40) |
+          (static_cast<int64_t>(s.shm) << 41)};
+  static_assert(kCheckWords <= ShmGroup::kDescWords, "the check's words fit the shared segment's descriptor");
+  for (int i = 0; i < ShmGroup::kDescWords; ++i) words[i] = i < kCheckWords ? w[i] : 0;
+}
+
+void Communicator::Impl::throwDisagreement(int word) const {
   static const char* const kField[kCheckWords] = {"call order", "count",      "codec", "datatype or reduction",
                                                   "tensor id",  "chosen path"};
+  const int i = word >= 0 && word < kCheckWords ? word : kCheckWords - 1;
+  QCCL_THROW(ErrorCode::kMismatch, std::string("allreduce: ranks disagree on the ") + kField[i] + " of call " +
+                                       std::to_string(callNumber) +
+                                       (i == 5 ? " (their QCCL_MIN_COMPRESS, warm-up or error-feedback settings, or "
+                                                 "where their buffers live, host or device, differ)"
+                                               : ""));
+}
+
+void Communicator::Impl::agree(const TensorOpts& t, size_t count, DataType dtype, RedOp op, const CodecConfig& asked,
+                               const Selection& s, Fuse* fuse) {
+  const bool fused = fuse != nullptr && fuse->in != nullptr && s.native && count <= CheckBuffer::kFloats;
+  int64_t mine[ShmGroup::kDescWords];
+  callWords(t, count, dtype, op, asked, s, fused, mine);
   CheckBuffer* buf = checkBuf;
   int64_t* words = buf->words;
   for (int i = 0; i < kCheckWords; ++i) {
@@ -434,12 +551,7 @@ void Communicator::Impl::agree(const TensorOpts& t, size_t count, DataType dtype
       throw;
     }
     for (int i = 0; i < kCheckWords; ++i) {
-      QCCL_CHECK(words[i] == mine[i] && -words[kCheckWords + i] == mine[i], ErrorCode::kMismatch,
-                 std::string("allreduce: ranks disagree on the ") + kField[i] + " of call " +
-                     std::to_string(callNumber) +
-                     (i == 5 ? " (their QCCL_MIN_COMPRESS, warm-up or error-feedback settings, or where their "
-                               "buffers live, host or device, differ)"
-                             : ""));
+      if (words[i] != mine[i] || -words[kCheckWords + i] != mine[i]) throwDisagreement(i);
     }
     if (fused) {
       if (count > 0) std::memcpy(fuse->out, buf->sum, count * sizeof(float));
@@ -453,6 +565,23 @@ void Communicator::Impl::agree(const TensorOpts& t, size_t count, DataType dtype
 // fails, and its duplicate MPI communicator is left to MPI_Finalize.
 void Communicator::Impl::waitCollective(Request& r, const char* what) {
   waitUntil(*transport, waitSpec(what), [&](bool*) { return r.test(); });
+}
+
+// The sum through the shared segment (in == out: in place), or with in == null only the check of
+// the call, before a path that goes through the transport. A disagreement is kMismatch on every
+// rank: they all compare the same descriptors after the same barrier.
+void Communicator::Impl::runShm(const int64_t* desc, const float* in, float* out, size_t count) {
+  guarded([&] {
+    const WaitSpec w = waitSpec("allreduce (shared memory)");
+    const ShmGroup::Poll poll = [&] {
+      transport->progress();
+      pollWait(*transport, w);
+    };
+    int word = -1;
+    const int bad = in == nullptr ? shm->check(desc, &word, poll, &nativeWaits)
+                                  : shm->allreduceSum(desc, in, out, count, &word, poll, &nativeWaits);
+    if (bad >= 0) throwDisagreement(word);
+  });
 }
 
 void Communicator::Impl::runNative(const float* in, float* out, size_t count) {
@@ -509,7 +638,8 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
     fuse.in = static_cast<const float*>(send);
     fuse.out = static_cast<float*>(recv);
   }
-  const Selection s = decide(t, count, dtype, op, space, &st, &trial, &fuse);
+  int64_t desc[ShmGroup::kDescWords];
+  const Selection s = decide(t, count, dtype, op, space, &st, &trial, &fuse, desc);
   const uint32_t seq = callTag(++callNumber, t.id);
   const Clock::time_point start = Clock::now();
   float* work;
@@ -519,15 +649,23 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
     work = space.scratch(0, count);
     space.toFloat(send, dtype, work, count);
   }
-  if (s.native && fuse.done) {
-    // summed by the check (agree())
-  } else if (s.native) {
-    // Out of place on the host, the library copies as part of its algorithm: no copy first.
+  if (s.shm || s.native) {
+    // Out of place on the host, the segment and the library copy as part of their algorithm: no
+    // copy first. A call summed by the check (agree(), fuse.done) is complete already.
     const bool direct = dtype == DataType::kFloat32 && !space.isDevice();
-    float* h = direct ? work : space.hostView(work, count);
-    runNative(direct ? static_cast<const float*>(send) : h, h, count);
-    if (!direct) space.fromHostView(work, h, count);
+    if (!fuse.done) {
+      float* h = direct ? work : space.hostView(work, count);
+      const float* in = direct ? static_cast<const float*>(send) : h;
+      if (s.shm) {
+        runShm(desc, in, h, count);
+      } else {
+        runNative(in, h, count);
+      }
+      if (!direct) space.fromHostView(work, h, count);
+    }
+    if (st != nullptr) tensors.finish(*st);  // a warm-up call counts as a call of its tensor
   } else {
+    if (desc[0] >= 0) runShm(desc, nullptr, nullptr, 0);  // the check, on one host
     if (dtype == DataType::kFloat32) space.copy(work, send, count * sizeof(float));
     size_t align = s.algo == Algo::kSra && s.codec.bucket ? s.codec.bucket : 32;
     if (s.algo == Algo::kHier) {
@@ -542,7 +680,7 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
     if (best == 0 || sec < best) best = sec;
     ++st->tune.trials;
   }
-  statLastAlgo.store(static_cast<int>(s.algo) + (s.native ? kNativeFlag : 0));
+  statLastAlgo.store(static_cast<int>(s.algo) + (s.native ? kNativeFlag : 0) + (s.shm ? kShmFlag : 0));
   if (op == RedOp::kAvg) space.scale(work, count, 1.0f / static_cast<float>(transport->size()));
   if (dtype != DataType::kFloat32) space.fromFloat(work, dtype, recv, count);
 }
@@ -713,9 +851,9 @@ void Communicator::abort(const std::string& reason) noexcept {
 
 bool Communicator::failed() const { return impl_->failed || impl_->cancel.load(); }
 
-Algo Communicator::lastAlgo(bool* native) const {
+Algo Communicator::lastAlgo(int* path) const {
   const int v = impl_->statLastAlgo.load();
-  if (native != nullptr) *native = v >= Impl::kNativeFlag;
+  if (path != nullptr) *path = v >= Impl::kShmFlag ? 2 : v >= Impl::kNativeFlag ? 1 : 0;
   return static_cast<Algo>(v % Impl::kNativeFlag);
 }
 

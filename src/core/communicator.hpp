@@ -85,9 +85,10 @@ class Communicator {
   bool failed() const;
   /// Thread-safe.
   CommStats stats() const;
-  /// Thread-safe. The schedule the last allreduce ran (never kAuto), and whether it handed the sum
-  /// to the transport's library instead (`native`); kAuto before the first allreduce.
-  Algo lastAlgo(bool* native = nullptr) const;
+  /// Thread-safe. The schedule the last allreduce ran (never kAuto; kAuto before the first
+  /// allreduce), and in *path how: 0 qccl's messages (the schedule), 1 the transport's library
+  /// (MPI_Iallreduce), 2 qccl's shared-memory sum of a communicator on one host (shm_group.hpp).
+  Algo lastAlgo(int* path = nullptr) const;
 
  private:
   struct Impl;

@@ -4,7 +4,7 @@
 //   QCCL_CODEC, QCCL_BITS, QCCL_BUCKET, QCCL_STOCHASTIC, QCCL_SEED    Options::codec
 //   QCCL_MIN_COMPRESS, QCCL_CHUNK_BYTES, QCCL_PIPELINE, QCCL_TIMEOUT  Options (sizes, time)
 //   QCCL_WARMUP, QCCL_ALGO, QCCL_ERROR_FEEDBACK, QCCL_MAX_RESIDUAL_BYTES, QCCL_INTRA_CODEC,
-//   QCCL_AUTO_HIER
+//   QCCL_AUTO_HIER, QCCL_SHM, QCCL_SHM_CHUNK_BYTES
 //   QCCL_CPU_ISA        cap on the CPU codec kernels (env::cpuIsaCap, read once by the dispatcher)
 //   QCCL_SOCKET_IFNAME  interface of the UCX bootstrap address (env::socketIfname)
 //   QCCL_HOST_ID        this process's host key for host grouping (env::hostId)
@@ -124,6 +124,11 @@ Options optionsFromEnv(Options base) {
   }
   if ((v = std::getenv("QCCL_ERROR_FEEDBACK")) != nullptr) o.errorFeedback = parseBool("QCCL_ERROR_FEEDBACK", v);
   if ((v = std::getenv("QCCL_AUTO_HIER")) != nullptr) o.autoHier = parseBool("QCCL_AUTO_HIER", v);
+  if ((v = std::getenv("QCCL_SHM")) != nullptr) o.shm = parseBool("QCCL_SHM", v);
+  if ((v = std::getenv("QCCL_SHM_CHUNK_BYTES")) != nullptr) {
+    o.shmChunkBytes = parseBytes("QCCL_SHM_CHUNK_BYTES", v, 64);
+    if (o.shmChunkBytes > kMaxShmChunkBytes) badValue("QCCL_SHM_CHUNK_BYTES", v, "a byte count from 64 to 256M");
+  }
   if ((v = std::getenv("QCCL_MAX_RESIDUAL_BYTES")) != nullptr)
     o.maxResidualBytes = parseBytes("QCCL_MAX_RESIDUAL_BYTES", v, 0);
   validate(o);
@@ -152,6 +157,8 @@ void validate(const Options& o) {
              "options: timeoutSec must be a positive number of seconds");
   QCCL_CHECK(o.warmupCalls >= 0, ErrorCode::kInvalidArgument, "options: warmupCalls must be >= 0");
   QCCL_CHECK(isValid(o.algo), ErrorCode::kInvalidArgument, "options: unknown algorithm");
+  QCCL_CHECK(o.shmChunkBytes >= 64 && o.shmChunkBytes <= kMaxShmChunkBytes, ErrorCode::kInvalidArgument,
+             "options: shmChunkBytes must be in [64, 256 MiB], got " + std::to_string(o.shmChunkBytes));
   QCCL_CHECK(o.intraCodec == CodecId::kFp32 || o.intraCodec == CodecId::kFp16 || o.intraCodec == CodecId::kBf16,
              ErrorCode::kInvalidArgument,
              std::string("options: intraCodec must be none (fp32), fp16 or bf16, got ") + codecName(o.intraCodec));

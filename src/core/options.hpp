@@ -27,6 +27,7 @@ constexpr size_t elementBytes(DataType t) { return t == DataType::kFloat32 ? 4 :
 /// Bounds of the options that size memory or messages.
 constexpr size_t kMaxChunkBytes = size_t{1} << 30;  ///< a chunk's encoding must fit MPI's int count
 constexpr int kMaxPipelineDepth = 64;
+constexpr size_t kMaxShmChunkBytes = size_t{256} << 20;
 
 /// Communicator options. Defaults here; optionsFromEnv() (config.hpp) applies QCCL_* overrides.
 struct Options {
@@ -47,6 +48,11 @@ struct Options {
   /// auto: when ranks share hosts, time hier against the flat path on the first calls of each
   /// tensor (with an id, from kTuneMinBytes) and keep the faster (communicator.cc, "auto and hier").
   bool autoHier = true;
+  /// auto, every rank on one host: the uncompressed sum and the cross-rank check go through one
+  /// shared-memory segment (shm_group.hpp) instead of the transport. Every rank must allow it.
+  bool shm = true;
+  /// Bytes of fp32 each rank stages per step of the shared-memory sum (two such slots per rank).
+  size_t shmChunkBytes = 1 << 20;
 };
 
 /// auto tries hier only for tensors of at least this many fp32 bytes: below it the extra stages

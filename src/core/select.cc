@@ -24,7 +24,8 @@ Selection uncompressed(const SelectInput& in, bool mayNative) {
   Selection s;
   s.codec = resolveConfig(CodecConfig{});
   s.algo = Algo::kRing;
-  s.native = mayNative && in.nativeAvailable;
+  s.shm = mayNative && in.shmAvailable;
+  s.native = mayNative && in.nativeAvailable && !s.shm;
   return s;
 }
 

@@ -22,6 +22,7 @@ struct SelectInput {
   bool warmup = false;           ///< the tensor is still in its first Options::warmupCalls calls
   bool hasId = false;            ///< TensorOpts::id != 0
   bool nativeAvailable = false;  ///< the transport can sum fp32 itself (MPI_Iallreduce)
+  bool shmAvailable = false;     ///< every rank is on one host and maps the shared segment (shm_group.hpp)
 };
 
 /// What to run.
@@ -29,13 +30,15 @@ struct Selection {
   Algo algo = Algo::kRing;  ///< kRing, kSra, kAllgather or kHier (only when requested); never kAuto
   CodecConfig codec;        ///< resolved (resolveConfig): what goes on the wire
   bool native = false;      ///< hand the uncompressed sum to the transport's library instead of `algo`
+  bool shm = false;         ///< sum through the shared segment instead of `algo` (never with native)
   bool errorFeedback = false;
 };
 
 /// The rule of `auto`, and the checks of an explicit request:
 ///   - warm-up, codec fp32, or a tensor below minCompressBytes of fp32 data: uncompressed; `auto`
-///     hands it to the transport's library when it has one (nativeAvailable), else to the fp32
-///     ring (bandwidth-optimal, exact up to the summation order);
+///     sums it in shared memory when every rank is on one host (shmAvailable), else hands it to the
+///     transport's library when it has one (nativeAvailable), else to the fp32 ring
+///     (bandwidth-optimal, exact up to the summation order);
 ///   - fp16/bf16: the ring with that cast on the wire;
 ///   - other codecs: sra on 3 or more ranks (each rank sends and receives ~2(n-1)/n compressed
 ///     tensors), allgather on 1-2 ranks (the same bytes in one round and one quantization stage).

@@ -3,8 +3,13 @@
 // MPI_Bcast's (--transport ucx). MPI itself is only the launcher and the referee here: it
 // compares hashes of the results across ranks.
 //
-//   capi_mpi_check --transport mpi|ucx --case CASE
-//     basic               every algorithm and codec, exact or bit-identical results
+//   capi_mpi_check --transport mpi|ucx --case CASE [--shm 0|1]
+//     (--shm 0 sets QCCL_SHM=0: on one host `auto` then takes the transport's path, the MPI
+//     library's own allreduce and its cross-rank check, instead of the shared-memory sum)
+//     basic               every algorithm and codec, exact or bit-identical results; auto with
+//                         nothing to compress reports the path it should have taken
+//     warmup              QCCL_WARMUP=2: a tensor's first two calls go uncompressed, the third on
+//                         compresses (on every rank alike), with bit-identical results
 //     mismatch-count      rank 0 passes another count: qcclMismatch / qcclRemoteError everywhere
 //     mismatch-codec      rank 0 passes another codec: likewise
 //     reducescatter       qcclReduceScatter: exact sums (fp32 and fp16 buffers, in place), lossy codecs
@@ -46,6 +51,8 @@ namespace {
 int gRank = 0;
 int gSize = 1;
 int gFailures = 0;
+bool gShm = true;                // --shm
+std::string gTransport = "mpi";  // --transport
 
 #define EXPECT(cond, ...)                                                                            \
   do {                                                                                               \
@@ -103,6 +110,15 @@ void checkExactAllreduce(qcclComm_t comm, size_t count, int algo) {
   t.algo = algo;
   qcclResult_t r = qcclAllreduce(send.data(), recv.data(), count, qcclFloat32, qcclSum, &t, comm, nullptr);
   EXPECT(r == qcclSuccess, "allreduce algo %d count %zu: %s", algo, count, qcclGetLastError(comm));
+  if (algo == qcclAlgoAuto) {
+    // Nothing to compress, every rank on this host: the shared-memory sum, else the MPI library's
+    // allreduce over MPI, else qccl's fp32 ring.
+    int ran = -1, path = -1;
+    qcclCommGetLastAlgo(comm, &ran, &path);
+    const int want = gSize >= 2 && gShm ? 2 : gTransport == "mpi" ? 1 : 0;
+    EXPECT(path == want && (want != 0 || ran == qcclAlgoRing), "auto count %zu ran algo %d path %d, expected path %d",
+           count, ran, path, want);
+  }
   size_t wrong = 0;
   for (size_t i = 0; i < count; ++i) {
     double sum = 0;
@@ -391,6 +407,40 @@ void caseMismatchThreshold(qcclComm_t comm, bool small) {
          qcclGetLastError(comm));
 }
 
+// QCCL_WARMUP=2 (set by main): the first two calls of a tensor are uncompressed (shared memory or
+// the MPI library, by --shm), every later one compressed. A warm-up call on a path other than
+// qccl's messages once never counted, so over MPI the tensor never left its warm-up.
+void caseWarmup(qcclComm_t comm, bool shm, const std::string& transport) {
+  const size_t count = 100000;
+  std::vector<float> buf(count);
+  qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
+  t.id = 21;
+  t.codec = qcclCodecOneBit;
+  for (int call = 0; call < 5; ++call) {
+    for (size_t i = 0; i < count; ++i) buf[i] = exactInput(gRank + call, i);
+    qcclResult_t r = qcclAllreduce(buf.data(), buf.data(), count, qcclFloat32, qcclSum, &t, comm, nullptr);
+    EXPECT(r == qcclSuccess, "warm-up call %d: %s", call, qcclGetLastError(comm));
+    EXPECT(sameOnAllRanks(buf.data(), count * sizeof(float)), "call %d: results differ across ranks", call);
+    int algo = -1, native = -1;
+    qcclCommGetLastAlgo(comm, &algo, &native);
+    const int uncompressed = shm ? 2 : transport == "mpi" ? 1 : 0;
+    if (call < 2) {
+      EXPECT(native == uncompressed && (native != 0 || algo == qcclAlgoRing),
+             "warm-up call %d ran algo %d path %d, expected path %d", call, algo, native, uncompressed);
+      size_t wrong = 0;
+      for (size_t i = 0; i < count; ++i) {
+        double sum = 0;
+        for (int q = 0; q < gSize; ++q) sum += exactInput(q + call, i);
+        wrong += buf[i] != static_cast<float>(sum);
+      }
+      EXPECT(wrong == 0, "warm-up call %d: %zu elements differ from the exact sum", call, wrong);
+    } else {
+      EXPECT(native == 0 && algo == (gSize >= 3 ? qcclAlgoSra : qcclAlgoAllgather),
+             "call %d after the warm-up ran algo %d path %d, not compressed", call, algo, native);
+    }
+  }
+}
+
 // A communicator fails (a mismatch), is destroyed, and a fresh one over the same processes works.
 void caseRestart(const std::string& transport) {
   for (int round = 0; round < 2; ++round) {
@@ -454,8 +504,14 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--transport") == 0) transport = argv[i + 1];
     if (std::strcmp(argv[i], "--case") == 0) which = argv[i + 1];
   }
+  for (int i = 1; i + 1 < argc; i += 2)
+    if (std::strcmp(argv[i], "--shm") == 0) gShm = std::strcmp(argv[i + 1], "0") != 0;
+  if (!gShm) setenv("QCCL_SHM", "0", 1);
+  gTransport = transport;
+  const bool shm = gShm;
   const bool mismatch = which.rfind("mismatch", 0) == 0;
   if (which == "hier") setenv("QCCL_HOST_ID", std::to_string(gRank / 2).c_str(), 1);
+  if (which == "warmup") setenv("QCCL_WARMUP", "2", 1);
   if (which == "restart") {
     caseRestart(transport);
   } else {
@@ -466,6 +522,8 @@ int main(int argc, char** argv) {
         caseBasic(comm);
       } else if (which == "hier") {
         caseHier(comm);
+      } else if (which == "warmup") {
+        caseWarmup(comm, shm, transport);
       } else if (which == "reducescatter") {
         caseReduceScatter(comm);
       } else if (which == "mismatch-reducescatter") {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -43,6 +44,15 @@ inline void runRanks(int n, const Options& opts, const std::function<void(Commun
 inline std::vector<float> exactInput(size_t count, int rank) {
   std::vector<float> v(count);
   for (size_t i = 0; i < count; ++i) v[i] = static_cast<float>(static_cast<int>(i % 2053) - 1000 + rank);
+  return v;
+}
+
+/// n draws of a standard normal from `seed`.
+inline std::vector<float> gaussian(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
   return v;
 }
 

@@ -133,7 +133,14 @@ def test_config_overrides_and_environment():
         out[r] = (comm.last_algo(), x[0])
 
     run_ranks(comms, body)
-    assert out == [("ring", 6.0)] * 3  # loopback has no MPI library: the fp32 ring
+    # Loopback ranks share one host: the shared-memory sum; without it (shm=False) there is no MPI
+    # library underneath, so the fp32 ring.
+    assert out == [("shm", 6.0)] * 3
+    assert qccl.config_defaults()["shm"] is True
+    comms = qccl.loopback(3, shm=False)
+    out = [None] * 3
+    run_ranks(comms, body)
+    assert out == [("ring", 6.0)] * 3
     for c in comms:
         c.destroy()
     # QCCL_* variables are read when a configuration is made: check them in a fresh interpreter.

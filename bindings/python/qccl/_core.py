@@ -59,6 +59,8 @@ _CONFIG_FIELDS = (
     "error_feedback",
     "intra_codec",
     "auto_hier",
+    "shm",
+    "shm_chunk_bytes",
 )
 
 
@@ -252,10 +254,13 @@ class Communicator:
 
     def last_algo(self) -> str:
         """What the last allreduce ran: ``"ring"``, ``"sra"``, ``"allgather"`` or ``"hier"``, or
-        ``"native"`` when auto handed an uncompressed sum to the MPI library; ``"auto"`` before the
-        first call. Shows what ``auto`` chose (see ``auto_hier``)."""
-        algo, native = self._comm.last_algo()
-        if native:
+        ``"native"`` when auto handed an uncompressed sum to the MPI library, ``"shm"`` when it summed
+        it in qccl's shared-memory segment (every rank on one host); ``"auto"`` before the first
+        call. Shows what ``auto`` chose (see ``auto_hier``)."""
+        algo, path = self._comm.last_algo()
+        if path == 2:
+            return "shm"
+        if path:
             return "native"
         return {v: k for k, v in ALGOS.items()}[algo]
 

@@ -122,6 +122,10 @@ qcclConfig_t makeConfig(const nb::dict& overrides) {
       c.intraCodec = nb::cast<int>(v);
     else if (key == "auto_hier")
       c.autoHier = nb::cast<bool>(v) ? 1 : 0;
+    else if (key == "shm")
+      c.shm = nb::cast<bool>(v) ? 1 : 0;
+    else if (key == "shm_chunk_bytes")
+      c.shmChunkBytes = nb::cast<size_t>(v);
     else
       invalid("unknown config field '" + key + "'");
   }
@@ -144,6 +148,8 @@ nb::dict configToDict(const qcclConfig_t& c) {
   d["error_feedback"] = c.errorFeedback != 0;
   d["intra_codec"] = c.intraCodec;
   d["auto_hier"] = c.autoHier != 0;
+  d["shm"] = c.shm != 0;
+  d["shm_chunk_bytes"] = c.shmChunkBytes;
   return d;
 }
 
@@ -254,11 +260,11 @@ nb::dict stats(const Comm& self) {
   return d;
 }
 
-// (algo, native) of the last allreduce: see qcclCommGetLastAlgo.
+// (algo, path) of the last allreduce: see qcclCommGetLastAlgo (path 1: the MPI library, 2: shared memory).
 nb::tuple lastAlgo(const Comm& self) {
   int algo = 0, native = 0;
   self.run("qcclCommGetLastAlgo", [&](qcclComm_t c) { return qcclCommGetLastAlgo(c, &algo, &native); });
-  return nb::make_tuple(algo, native != 0);
+  return nb::make_tuple(algo, native);
 }
 
 qcclTensorOpts_t tensorOpts(uint64_t id, int codec, int bits, int algo) {
