@@ -309,11 +309,14 @@ struct Communicator::Impl {
   Selection tune(TensorState& st, const TensorOpts& t, const SelectInput& in, const Selection& flat, int* trial);
   void agree(const TensorOpts& t, size_t count, DataType dtype, RedOp op, const CodecConfig& asked, const Selection& s,
              Fuse* fuse);
+  // Collectives the shared segment's check tells apart (callWords()).
+  enum Kind : int { kAllreduce = 0, kAllgather = 1, kReduceScatter = 2 };
   void callWords(const TensorOpts& t, size_t count, DataType dtype, RedOp op, const CodecConfig& asked,
-                 const Selection& s, bool fused, int64_t* words) const;
-  [[noreturn]] void throwDisagreement(int word) const;
+                 const Selection& s, bool fused, int64_t* words, Kind kind = kAllreduce) const;
+  bool shmFor(const TensorOpts& t);
+  [[noreturn]] void throwDisagreement(int word, const char* what = "allreduce") const;
   void setupShm();
-  void runShm(const int64_t* desc, const float* in, float* out, size_t count);
+  void runShm(const int64_t* desc, const float* in, float* out, size_t count, Kind kind = kAllreduce);
   void waitCollective(Request& r, const char* what);
   void runNative(const float* in, float* out, size_t count);
   void runPlan(const Plan& plan, const float* src, float* dst, const Selection& s, TensorState* st, uint32_t seq,
@@ -482,7 +485,8 @@ Selection Communicator::Impl::tune(TensorState& st, const TensorOpts& t, const S
 // The words of the cross-rank check: the call's description and the path this rank chose (the
 // check of agree() over MPI, and ShmGroup's on one host; the last words stay 0 for the latter).
 void Communicator::Impl::callWords(const TensorOpts& t, size_t count, DataType dtype, RedOp op,
-                                   const CodecConfig& asked, const Selection& s, bool fused, int64_t* words) const {
+                                   const CodecConfig& asked, const Selection& s, bool fused, int64_t* words,
+                                   Kind kind) const {
   const int64_t w[kCheckWords] = {
       static_cast<int64_t>(callNumber & 0x3fffffffffffffffull),
       static_cast<int64_t>(count),
@@ -492,16 +496,16 @@ void Communicator::Impl::callWords(const TensorOpts& t, size_t count, DataType d
       (s.native ? 1 : 0) | (static_cast<int64_t>(s.algo) << 1) | (static_cast<int64_t>(s.codec.codec) << 4) |
           (static_cast<int64_t>(s.codec.bits) << 8) | (static_cast<int64_t>(s.errorFeedback) << 16) |
           (static_cast<int64_t>(s.codec.bucket) << 17) | (static_cast<int64_t>(fused) << 40) |
-          (static_cast<int64_t>(s.shm) << 41)};
+          (static_cast<int64_t>(s.shm) << 41) | (static_cast<int64_t>(kind) << 42)};
   static_assert(kCheckWords <= ShmGroup::kDescWords, "the check's words fit the shared segment's descriptor");
   for (int i = 0; i < ShmGroup::kDescWords; ++i) words[i] = i < kCheckWords ? w[i] : 0;
 }
 
-void Communicator::Impl::throwDisagreement(int word) const {
+void Communicator::Impl::throwDisagreement(int word, const char* what) const {
   static const char* const kField[kCheckWords] = {"call order", "count",      "codec", "datatype or reduction",
                                                   "tensor id",  "chosen path"};
   const int i = word >= 0 && word < kCheckWords ? word : kCheckWords - 1;
-  QCCL_THROW(ErrorCode::kMismatch, std::string("allreduce: ranks disagree on the ") + kField[i] + " of call " +
+  QCCL_THROW(ErrorCode::kMismatch, std::string(what) + ": ranks disagree on the " + kField[i] + " of call " +
                                        std::to_string(callNumber) +
                                        (i == 5 ? " (their QCCL_MIN_COMPRESS, warm-up or error-feedback settings, or "
                                                  "where their buffers live, host or device, differ)"
@@ -570,18 +574,38 @@ void Communicator::Impl::waitCollective(Request& r, const char* what) {
 // The sum through the shared segment (in == out: in place), or with in == null only the check of
 // the call, before a path that goes through the transport. A disagreement is kMismatch on every
 // rank: they all compare the same descriptors after the same barrier.
-void Communicator::Impl::runShm(const int64_t* desc, const float* in, float* out, size_t count) {
+void Communicator::Impl::runShm(const int64_t* desc, const float* in, float* out, size_t count, Kind kind) {
   guarded([&] {
-    const WaitSpec w = waitSpec("allreduce (shared memory)");
+    const char* what = kind == kAllgather ? "allgather" : kind == kReduceScatter ? "reduce-scatter" : "allreduce";
+    const WaitSpec w = waitSpec(kind == kAllgather       ? "allgather (shared memory)"
+                                : kind == kReduceScatter ? "reduce-scatter (shared memory)"
+                                                         : "allreduce (shared memory)");
     const ShmGroup::Poll poll = [&] {
       transport->progress();
       pollWait(*transport, w);
     };
     int word = -1;
-    const int bad = in == nullptr ? shm->check(desc, &word, poll, &nativeWaits)
-                                  : shm->allreduceSum(desc, in, out, count, &word, poll, &nativeWaits);
-    if (bad >= 0) throwDisagreement(word);
+    int bad = -1;
+    if (in == nullptr) {
+      bad = shm->check(desc, &word, poll, &nativeWaits);
+    } else if (kind == kAllgather) {
+      bad = shm->allgather(desc, in, out, count, &word, poll, &nativeWaits);
+    } else if (kind == kReduceScatter) {
+      bad = shm->reduceScatterSum(desc, in, out, count, &word, poll, &nativeWaits);
+    } else {
+      bad = shm->allreduceSum(desc, in, out, count, &word, poll, &nativeWaits);
+    }
+    if (bad >= 0) throwDisagreement(word, what);
   });
+}
+
+// allgather and reduce-scatter under `auto` on one host: sets the segment up on the first such
+// call (as decide() does for allreduce) and says whether the call goes through it, checked there
+// and, when nothing is compressed and the buffers are on the host, moved there.
+bool Communicator::Impl::shmFor(const TensorOpts& t) {
+  if ((t.algo ? *t.algo : opts.algo) != Algo::kAuto || !oneHost) return false;
+  if (shmState == 0) guarded([&] { setupShm(); });
+  return shmState == 1;
 }
 
 void Communicator::Impl::runNative(const float* in, float* out, size_t count) {
@@ -721,6 +745,10 @@ void Communicator::Impl::allgather(const void* send, void* recv, size_t count, D
   Selection s = decideOther(t, count, 0, space, &st, "allgather");
   const bool hier = (t.algo ? *t.algo : opts.algo) == Algo::kHier;
   s.algo = Algo::kAllgather;
+  int64_t desc[ShmGroup::kDescWords];
+  const bool viaShm = shmFor(t);
+  s.shm = viaShm && s.codec.codec == CodecId::kFp32 && !space.isDevice();
+  if (viaShm) callWords(t, count, dtype, RedOp::kSum, codecFor(t), s, false, desc, kAllgather);
   const uint32_t seq = callTag(++callNumber, t.id);
   const float* in = static_cast<const float*>(send);
   float* out = static_cast<float*>(recv);
@@ -730,7 +758,10 @@ void Communicator::Impl::allgather(const void* send, void* recv, size_t count, D
     in = tmp;
     out = space.scratch(1, count * n);
   }
-  if (hier) {
+  if (viaShm) runShm(desc, s.shm ? in : nullptr, out, count, kAllgather);  // the sum, or the check alone
+  if (s.shm) {
+    if (st != nullptr) tensors.finish(*st);
+  } else if (hier) {
     // By host (plan_hier.hpp): the inter plan with the call's codec and residual, then the intra
     // plan forwarding the decoded blocks as fp32, so every rank ends with the same values.
     const HierAllgatherPlan& hp = hierGatherPlan(count);
@@ -759,6 +790,10 @@ void Communicator::Impl::reduceScatter(const void* send, void* recv, size_t coun
   TensorState* st = nullptr;
   Selection s = decideOther(t, count * n, count * n, space, &st, "reduce-scatter");
   s.algo = Algo::kSra;  // the worker residual only: the plan has no owner stage
+  int64_t desc[ShmGroup::kDescWords];
+  const bool viaShm = shmFor(t);
+  s.shm = viaShm && s.codec.codec == CodecId::kFp32 && !space.isDevice();
+  if (viaShm) callWords(t, count, dtype, op, codecFor(t), s, false, desc, kReduceScatter);
   const uint32_t seq = callTag(++callNumber, t.id ^ mix64(count + 1));
   const float* in = static_cast<const float*>(send);
   float* out = static_cast<float*>(recv);
@@ -768,9 +803,12 @@ void Communicator::Impl::reduceScatter(const void* send, void* recv, size_t coun
     in = tmp;
     out = space.scratch(1, count);
   }
-  ExecParams p = params(s.codec, seq, space.ops());
-  if (s.errorFeedback) p.workerResidual = tensors.worker(*st, space);
-  guarded([&] { exec.run(plan(-2, count, 1), in, out, p); });
+  if (viaShm) runShm(desc, s.shm ? in : nullptr, out, count, kReduceScatter);  // the sum, or the check alone
+  if (!s.shm) {
+    ExecParams p = params(s.codec, seq, space.ops());
+    if (s.errorFeedback) p.workerResidual = tensors.worker(*st, space);
+    guarded([&] { exec.run(plan(-2, count, 1), in, out, p); });
+  }
   if (st != nullptr) tensors.finish(*st);
   if (op == RedOp::kAvg) space.scale(out, count, 1.0f / static_cast<float>(n));
   if (dtype != DataType::kFloat32) space.fromFloat(out, dtype, recv, count);

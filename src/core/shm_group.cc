@@ -418,4 +418,60 @@ int ShmGroup::allreduceSum(const int64_t* desc, const float* in, float* out, siz
   return -1;
 }
 
+int ShmGroup::reduceScatterSum(const int64_t* desc, const float* in, float* out, size_t recvCount, int* word,
+                               const Poll& poll, Times* t) {
+  const float* src[4096];
+  const size_t n = static_cast<size_t>(nranks_), me = static_cast<size_t>(rank_);
+  const bool small = recvCount * n <= kSmallFloats;
+  const size_t window = small ? std::max<size_t>(recvCount, 1) : std::max<size_t>(slotFloats_ / n, 1);
+  bool first = true;
+  for (size_t o = 0; first || o < recvCount; o += window) {
+    const size_t w = std::min(window, recvCount - o);
+    const int b = static_cast<int>(phase_++ % 2);
+    float* slot = small ? smallSlot(b, rank_) : dataSlot(b, rank_);
+    if (first) std::memcpy(descSlot(b, rank_), desc, kDescWords * sizeof(int64_t));
+    for (size_t s = 0; s < n; ++s)
+      if (s != me) std::memcpy(slot + s * w, in + s * recvCount + o, w * sizeof(float));
+    barrier(poll, t);
+    if (first) {
+      const int bad = compare(desc, word);
+      if (bad >= 0) return bad;
+      first = false;
+    }
+    for (size_t q = 0; q < n; ++q)
+      src[q] = q == me ? in + me * recvCount + o
+                       : (small ? smallSlot(b, static_cast<int>(q)) : dataSlot(b, static_cast<int>(q))) + me * w;
+    sumRanks(src, nranks_, out + o, nullptr, w);
+  }
+  return -1;
+}
+
+int ShmGroup::allgather(const int64_t* desc, const float* in, float* out, size_t count, int* word, const Poll& poll,
+                        Times* t) {
+  const size_t n = static_cast<size_t>(nranks_), me = static_cast<size_t>(rank_);
+  const bool small = count <= kSmallFloats;
+  const size_t window = small ? std::max<size_t>(count, 1) : slotFloats_;
+  bool first = true;
+  for (size_t o = 0; first || o < count; o += window) {
+    const size_t w = std::min(window, count - o);
+    const int b = static_cast<int>(phase_++ % 2);
+    float* slot = small ? smallSlot(b, rank_) : dataSlot(b, rank_);
+    if (first) std::memcpy(descSlot(b, rank_), desc, kDescWords * sizeof(int64_t));
+    std::memcpy(slot, in + o, w * sizeof(float));
+    barrier(poll, t);
+    if (first) {
+      const int bad = compare(desc, word);
+      if (bad >= 0) return bad;
+      first = false;
+    }
+    for (size_t q = 0; q < n; ++q) {
+      if (q == me) continue;
+      const float* from = small ? smallSlot(b, static_cast<int>(q)) : dataSlot(b, static_cast<int>(q));
+      std::memcpy(out + q * count + o, from, w * sizeof(float));
+    }
+    if (out + me * count != in) std::memmove(out + me * count + o, in + o, w * sizeof(float));
+  }
+  return -1;
+}
+
 }  // namespace qccl

@@ -21,6 +21,11 @@
 //     rank order from the slots and its own input and writes it to its slot and its output, barrier,
 //     every rank copies the other shards out. Each element is summed by one rank: bit-identical.
 //   - check only (a call that runs another path): descriptor, one barrier, compare.
+//   - reduce-scatter: per step a window of every shard, each rank copying in the windows of the
+//     shards other ranks own, one barrier, each rank sums its own window in rank order; allgather:
+//     per step a window of every rank's block copied in, one barrier, copied out by every rank.
+//     One barrier a step is enough: a rank reads the step's slots before it arrives at the next
+//     barrier, and nobody writes them again before that one.
 // Waits spin briefly where the host has a core per rank, then yield the core a few times, then
 // sleep on a futex; while asleep they wake every millisecond to run the caller's poll (aborts,
 // deadline) and every 50 ms check that every peer process still exists, so a dead peer is an
@@ -79,6 +84,15 @@ class ShmGroup {
   /// of `desc` on the way (as check()). Returns check()'s answer; on a mismatch `out` is untouched.
   int allreduceSum(const int64_t* desc, const float* in, float* out, size_t count, int* word, const Poll& poll,
                    Times* t);
+
+  /// Reduce-scatter in NCCL's layout: out[i] = sum over ranks q, in rank order, of q's
+  /// in[rank * recvCount + i]; `in` holds size() * recvCount floats (in place when out == in +
+  /// rank * recvCount). With the check of `desc`, as allreduceSum.
+  int reduceScatterSum(const int64_t* desc, const float* in, float* out, size_t recvCount, int* word, const Poll& poll,
+                       Times* t);
+  /// Allgather: out[q * count + i] = rank q's in[i] (in place when in == out + rank * count). With
+  /// the check of `desc`, as allreduceSum.
+  int allgather(const int64_t* desc, const float* in, float* out, size_t count, int* word, const Poll& poll, Times* t);
 
   /// Marks the segment failed by this rank and wakes every waiter (they throw kRemoteError).
   void poison() noexcept;

@@ -95,6 +95,55 @@ TEST(ShmGroup, SumsInRankOrderAtEveryBoundary) {
   }
 }
 
+// Reduce-scatter (NCCL layout) and allgather through the segment, around the small size and the
+// window of a step, in place and not.
+TEST(ShmGroup, ReduceScatterAndAllgatherAtEveryBoundary) {
+  const size_t slot = 256;
+  for (int n : {2, 3, 4}) {
+    auto g = makeGroups(n, slot);
+    const size_t nn = static_cast<size_t>(n);
+    for (size_t count : {size_t{0}, size_t{1}, ShmGroup::kSmallFloats / nn, ShmGroup::kSmallFloats / nn + 1, slot / nn,
+                         slot / nn + 1, slot, slot + 3, 5 * slot + 1, size_t{20011}}) {
+      for (bool inPlace : {false, true}) {
+        std::vector<std::vector<float>> x(n), rs(n), ag(n);
+        for (int r = 0; r < n; ++r) x[r] = gaussian(count * nn, static_cast<unsigned>(count * 3 + r));
+        const std::vector<float> sum = rankOrderSum(x);
+        std::vector<int> bad(n, -2), bad2(n, -2);
+        std::vector<std::thread> th;
+        for (int r = 0; r < n; ++r) {
+          th.emplace_back([&, r] {
+            int64_t d[ShmGroup::kDescWords];
+            desc(d, static_cast<int64_t>(count) + 1);
+            std::vector<float> buf = x[r];
+            const size_t me = static_cast<size_t>(r);
+            float* out = inPlace ? buf.data() + me * count : nullptr;
+            if (!inPlace) {
+              rs[r].assign(count, -1.0f);
+              out = rs[r].data();
+            }
+            bad[r] = g[r]->reduceScatterSum(d, buf.data(), out, count, nullptr, nullptr, nullptr);
+            if (inPlace) rs[r].assign(out, out + count);
+            // Allgather of each rank's reduced shard: every rank ends with the whole sum.
+            ag[r].assign(count * nn, -1.0f);
+            if (inPlace) std::copy(rs[r].begin(), rs[r].end(), ag[r].begin() + static_cast<long>(me * count));
+            const float* in = inPlace ? ag[r].data() + me * count : rs[r].data();
+            bad2[r] = g[r]->allgather(d, in, ag[r].data(), count, nullptr, nullptr, nullptr);
+          });
+        }
+        for (auto& t : th) t.join();
+        for (int r = 0; r < n; ++r) {
+          EXPECT_EQ(bad[r], -1);
+          EXPECT_EQ(bad2[r], -1);
+          const std::vector<float> want(sum.begin() + static_cast<long>(r * count),
+                                        sum.begin() + static_cast<long>((r + 1) * count));
+          EXPECT_TRUE(bitEqual(rs[r], want)) << "n " << n << " count " << count << " rank " << r;
+          EXPECT_TRUE(bitEqual(ag[r], sum)) << "n " << n << " count " << count << " rank " << r;
+        }
+      }
+    }
+  }
+}
+
 TEST(ShmGroup, EveryRankSeesTheSameDisagreement) {
   const int n = 4;
   auto g = makeGroups(n, 1024);
@@ -269,6 +318,44 @@ TEST(ShmAllreduce, HalfPrecisionAverageAndCompressedCallsAround) {
   });
 }
 
+// allgather and reduce-scatter under `auto` on one host: summed and gathered in the segment when
+// nothing is compressed (fp32 and fp16 buffers), checked there and compressed otherwise.
+TEST(ShmAllreduce, AllgatherAndReduceScatterGoThroughTheSegment) {
+  const int n = 3;
+  const size_t count = 7001;
+  Options opts;
+  opts.shmChunkBytes = 4096;
+  std::vector<std::vector<float>> x(n);
+  for (int r = 0; r < n; ++r) x[r] = gaussian(count * n, 40u + r);
+  const std::vector<float> sum = rankOrderSum(x);
+  runRanks(n, opts, [&](Communicator& c, int r) {
+    const size_t me = static_cast<size_t>(r);
+    std::vector<float> rs(count);
+    c.reduceScatter(x[r].data(), rs.data(), count, DataType::kFloat32, RedOp::kSum, TensorOpts{});
+    EXPECT_TRUE(bitEqual(rs, std::vector<float>(sum.begin() + static_cast<long>(me * count),
+                                                sum.begin() + static_cast<long>((me + 1) * count))));
+    // The first call set the segment up (two small allgathers through the transport); after it
+    // nothing goes through the transport.
+    const uint64_t setupBytes = c.stats().bytesSent;
+    EXPECT_LT(setupBytes, 1024u);
+    std::vector<float> all(count * n);
+    c.allgather(rs.data(), all.data(), count, DataType::kFloat32, TensorOpts{});
+    EXPECT_TRUE(bitEqual(all, sum));
+    EXPECT_EQ(c.stats().bytesSent, setupBytes);
+    // fp16 buffers: converted, moved in the segment, converted back.
+    std::vector<uint16_t> h(count, static_cast<uint16_t>(0x3c00 + r)), hall(count * n);
+    c.allgather(h.data(), hall.data(), count, DataType::kFloat16, TensorOpts{});
+    for (int q = 0; q < n; ++q) ASSERT_EQ(hall[static_cast<size_t>(q) * count + 5], 0x3c00 + q);
+    // A compressed reduce-scatter is checked in the segment and then sent as before.
+    TensorOpts t;
+    t.id = 8;
+    t.codec = CodecId::kOneBit;
+    std::vector<float> big = gaussian(30000 * n, 7u + r), shard(30000);
+    c.reduceScatter(big.data(), shard.data(), 30000, DataType::kFloat32, RedOp::kSum, t);
+    EXPECT_GT(c.stats().bytesSent, setupBytes + 1000);
+  });
+}
+
 // Ranks whose calls differ end in kMismatch on every rank, at once, whether the difference is the
 // count (both sides uncompressed), or compressed on one side and not on the other.
 TEST(ShmAllreduce, DisagreementsAreMismatchOnEveryRank) {
@@ -293,6 +380,24 @@ TEST(ShmAllreduce, DisagreementsAreMismatchOnEveryRank) {
     });
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
     for (int r = 0; r < n; ++r) EXPECT_EQ(codes[r], static_cast<int>(ErrorCode::kMismatch)) << "kind " << kind;
+  }
+  // An allgather against a reduce-scatter of the same count, and allgathers of different counts.
+  for (int kind = 0; kind < 2; ++kind) {
+    std::vector<int> codes(n, -1);
+    runRanks(n, Options{}, [&](Communicator& c, int r) {
+      std::vector<float> in(3000, 1.0f), out(9000);
+      try {
+        if (kind == 0 && r == 2) {
+          c.reduceScatter(out.data(), in.data(), 3000, DataType::kFloat32, RedOp::kSum, TensorOpts{});
+        } else {
+          c.allgather(in.data(), out.data(), kind == 1 && r == 0 ? 2999 : 3000, DataType::kFloat32, TensorOpts{});
+        }
+      } catch (const Error& e) {
+        codes[r] = static_cast<int>(e.code());
+      }
+    });
+    for (int r = 0; r < n; ++r)
+      EXPECT_EQ(codes[r], static_cast<int>(ErrorCode::kMismatch)) << "collective kind " << kind;
   }
 }
 
