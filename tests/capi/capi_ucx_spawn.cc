@@ -119,7 +119,7 @@ int freePort() {
 
 // The child process of one rank. Never returns.
 [[noreturn]] void rankMain(int rank, int n, const std::string& which, int addrPort, std::vector<int>& idPipes,
-                           int reportFd) {
+                           int reportFd, const int* firstDone) {
   Report rep{rank, 0, qcclSuccess, 0, 0.0};
   qcclUniqueId id;
   if (addrPort > 0) {
@@ -153,9 +153,20 @@ int freePort() {
     std::vector<float> buf(1 << 18, 1.0f);
     qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
     t.algo = qcclAlgoSra;
-    if (qcclAllreduce(buf.data(), buf.data(), buf.size(), qcclFloat32, qcclSum, &t, comm, nullptr) != qcclSuccess)
+    if (qcclAllreduce(buf.data(), buf.data(), buf.size(), qcclFloat32, qcclSum, &t, comm, nullptr) != qcclSuccess) {
+      std::fprintf(stderr, "[rank %d] first allreduce: %s\n", rank, qcclGetLastError(comm));
       _exit(1);
-    if (rank == n - 1) _exit(0);  // dies without a word to its peers
+    }
+    // The last rank dies once every other rank has finished the first call too (it could otherwise
+    // leave while a peer still waits for that call's last message to it, and fail the first call).
+    if (rank == n - 1) {
+      char c = 0;
+      for (int r = 0; r < n - 1; ++r)
+        if (!readAll(firstDone[0], &c, 1)) break;
+      _exit(0);  // dies without a word to its peers
+    }
+    const char one = 1;
+    writeAll(firstDone[1], &one, 1);
     auto t0 = std::chrono::steady_clock::now();
     rep.result = qcclAllreduce(buf.data(), buf.data(), buf.size(), qcclFloat32, qcclSum, &t, comm, nullptr);
     rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -192,14 +203,14 @@ int main(int argc, char** argv) {
   std::vector<int> idPipes(2 * n, -1);
   for (int r = 1; r < n; ++r)
     if (pipe(&idPipes[2 * r]) != 0) return 2;
-  int rep[2];
-  if (pipe(rep) != 0) return 2;
+  int rep[2], firstDone[2];
+  if (pipe(rep) != 0 || pipe(firstDone) != 0) return 2;
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     pid_t pid = fork();
     if (pid == 0) {
       close(rep[0]);
-      rankMain(r, n, which, addrPort, idPipes, rep[1]);
+      rankMain(r, n, which, addrPort, idPipes, rep[1], firstDone);
     }
     pids.push_back(pid);
   }
