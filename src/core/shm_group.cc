@@ -430,7 +430,7 @@ int ShmGroup::reduceScatterSum(const int64_t* desc, const float* in, float* out,
     const int b = static_cast<int>(phase_++ % 2);
     float* slot = small ? smallSlot(b, rank_) : dataSlot(b, rank_);
     if (first) std::memcpy(descSlot(b, rank_), desc, kDescWords * sizeof(int64_t));
-    for (size_t s = 0; s < n; ++s)
+    for (size_t s = 0; s < n && w > 0; ++s)  // w is 0 only for an empty call (null buffers allowed)
       if (s != me) std::memcpy(slot + s * w, in + s * recvCount + o, w * sizeof(float));
     barrier(poll, t);
     if (first) {
@@ -438,6 +438,7 @@ int ShmGroup::reduceScatterSum(const int64_t* desc, const float* in, float* out,
       if (bad >= 0) return bad;
       first = false;
     }
+    if (w == 0) break;
     for (size_t q = 0; q < n; ++q)
       src[q] = q == me ? in + me * recvCount + o
                        : (small ? smallSlot(b, static_cast<int>(q)) : dataSlot(b, static_cast<int>(q))) + me * w;
@@ -457,13 +458,14 @@ int ShmGroup::allgather(const int64_t* desc, const float* in, float* out, size_t
     const int b = static_cast<int>(phase_++ % 2);
     float* slot = small ? smallSlot(b, rank_) : dataSlot(b, rank_);
     if (first) std::memcpy(descSlot(b, rank_), desc, kDescWords * sizeof(int64_t));
-    std::memcpy(slot, in + o, w * sizeof(float));
+    if (w > 0) std::memcpy(slot, in + o, w * sizeof(float));  // 0 only for an empty call (null buffers allowed)
     barrier(poll, t);
     if (first) {
       const int bad = compare(desc, word);
       if (bad >= 0) return bad;
       first = false;
     }
+    if (w == 0) break;
     for (size_t q = 0; q < n; ++q) {
       if (q == me) continue;
       const float* from = small ? smallSlot(b, static_cast<int>(q)) : dataSlot(b, static_cast<int>(q));
