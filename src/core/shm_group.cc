@@ -263,6 +263,7 @@ std::unique_ptr<ShmGroup> ShmGroup::open(const std::string& name, int nranks, in
 }
 
 ShmGroup::~ShmGroup() {
+  unlink();  // the creator's name, if a failure left it (unlink() is a no-op once it ran)
   if (base_ != nullptr) munmap(base_, bytes_);
 }
 

@@ -64,7 +64,8 @@ class ShmGroup {
 
   const std::string& name() const { return name_; }
   /// Removes the name (rank 0, once every rank has mapped it): the memory lives as long as a rank
-  /// maps it, and nothing is left in /dev/shm after a crash.
+  /// maps it, and nothing is left in /dev/shm after a crash. The creator's destructor removes it
+  /// too if nobody did (a set-up that failed half-way).
   void unlink() noexcept;
   /// Bytes mapped.
   size_t bytes() const { return bytes_; }

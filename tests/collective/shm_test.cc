@@ -2,6 +2,7 @@
 // rank-order reference at sizes around every boundary, its check, and its failures (a peer that
 // exits, a peer that never comes, an abort from another thread, segments that are not ours); then
 // the communicator's use of it over loopback ranks (which share one host).
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -465,6 +466,43 @@ TEST(ShmAllreduce, AbortFromAnotherThreadEndsAStuckCall) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kRemoteError) << e.what();
   }
+}
+
+// Names in /dev/shm that this process created.
+size_t ourSegments() {
+  size_t n = 0;
+  const std::string prefix = "qccl-" + std::to_string(getpid()) + "-";
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) n += std::string(e->d_name).rfind(prefix, 0) == 0 ? 1 : 0;
+    closedir(d);
+  }
+  return n;
+}
+
+// A set-up that fails half-way (rank 0 created the segment, its peer never came, the call was
+// aborted) leaves no name behind in /dev/shm; a set-up that completed does not either.
+TEST(ShmAllreduce, NoNameIsLeftBehind) {
+  {
+    std::vector<TransportPtr> ts = makeLoopbackGroup(2);
+    Options opts;
+    opts.timeoutSec = 60;
+    Communicator c0(std::move(ts[0]), opts), c1(std::move(ts[1]), opts);
+    std::thread watchdog([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      EXPECT_EQ(ourSegments(), 1u);  // rank 0 created it and waits in the set-up exchange
+      c0.requestAbort();
+    });
+    std::vector<float> a(100, 1.0f);
+    EXPECT_THROW(c0.allreduce(a.data(), a.data(), a.size(), DataType::kFloat32, RedOp::kSum, TensorOpts{}), Error);
+    watchdog.join();
+    EXPECT_EQ(ourSegments(), 0u);
+  }
+  runRanks(3, Options{}, [&](Communicator& c, int r) {
+    std::vector<float> a(100, static_cast<float>(r));
+    c.allreduce(a.data(), a.data(), a.size(), DataType::kFloat32, RedOp::kSum, TensorOpts{});
+    EXPECT_EQ(a[0], 3.0f);
+  });
+  EXPECT_EQ(ourSegments(), 0u);
 }
 
 TEST(ShmAllreduce, APeerThatNeverComesTimesOut) {
