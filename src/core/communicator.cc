@@ -346,8 +346,7 @@ Selection Communicator::Impl::decide(const TensorOpts& t, size_t count, DataType
   in.requested = t.algo ? *t.algo : opts.algo;
   QCCL_CHECK(isValid(in.requested), ErrorCode::kInvalidArgument, "allreduce: unknown algorithm");
   in.codec = codecFor(t);
-  if (in.requested == Algo::kAuto && oneHost && shmState == 0) guarded([&] { setupShm(); });
-  in.shmAvailable = in.requested == Algo::kAuto && shmState == 1;
+  in.shmAvailable = shmFor(t);
   in.count = count;
   in.nranks = transport->size();
   in.minCompressBytes = opts.minCompressBytes;
@@ -576,10 +575,10 @@ void Communicator::Impl::waitCollective(Request& r, const char* what) {
 // rank: they all compare the same descriptors after the same barrier.
 void Communicator::Impl::runShm(const int64_t* desc, const float* in, float* out, size_t count, Kind kind) {
   guarded([&] {
-    const char* what = kind == kAllgather ? "allgather" : kind == kReduceScatter ? "reduce-scatter" : "allreduce";
-    const WaitSpec w = waitSpec(kind == kAllgather       ? "allgather (shared memory)"
-                                : kind == kReduceScatter ? "reduce-scatter (shared memory)"
-                                                         : "allreduce (shared memory)");
+    static const char* const kWhat[] = {"allreduce", "allgather", "reduce-scatter"};
+    static const char* const kWaitWhat[] = {"allreduce (shared memory)", "allgather (shared memory)",
+                                            "reduce-scatter (shared memory)"};
+    const WaitSpec w = waitSpec(kWaitWhat[kind]);
     const ShmGroup::Poll poll = [&] {
       transport->progress();
       pollWait(*transport, w);
@@ -595,13 +594,13 @@ void Communicator::Impl::runShm(const int64_t* desc, const float* in, float* out
     } else {
       bad = shm->allreduceSum(desc, in, out, count, &word, poll, &nativeWaits);
     }
-    if (bad >= 0) throwDisagreement(word, what);
+    if (bad >= 0) throwDisagreement(word, kWhat[kind]);
   });
 }
 
-// allgather and reduce-scatter under `auto` on one host: sets the segment up on the first such
-// call (as decide() does for allreduce) and says whether the call goes through it, checked there
-// and, when nothing is compressed and the buffers are on the host, moved there.
+// Every collective under `auto` on one host: sets the segment up on the first such call and says
+// whether the call goes through it: checked there and, when nothing is compressed (and, for
+// allgather and reduce-scatter, the buffers are on the host), moved there.
 bool Communicator::Impl::shmFor(const TensorOpts& t) {
   if ((t.algo ? *t.algo : opts.algo) != Algo::kAuto || !oneHost) return false;
   if (shmState == 0) guarded([&] { setupShm(); });

@@ -178,7 +178,7 @@ void ShmGroup::map(int fd, size_t bytes) {
 }
 
 std::unique_ptr<ShmGroup> ShmGroup::create(int nranks, size_t slotFloats) {
-  QCCL_CHECK(nranks >= 1 && nranks <= 4096, ErrorCode::kInvalidArgument, "shared memory: bad rank count");
+  QCCL_CHECK(nranks >= 1 && nranks <= kMaxRanks, ErrorCode::kInvalidArgument, "shared memory: bad rank count");
   slotFloats = roundUp(std::max<size_t>(slotFloats, 16), 16);
   const size_t bytes = segmentBytes(nranks, slotFloats);
   std::random_device rd;
@@ -369,23 +369,34 @@ int ShmGroup::compare(const int64_t* desc, int* word) const {
   return -1;
 }
 
-int ShmGroup::check(const int64_t* desc, int* word, const Poll& poll, Times* t) {
+int ShmGroup::beginPhase(const int64_t* desc) {
   const int b = static_cast<int>(phase_++ % 2);
-  std::memcpy(descSlot(b, rank_), desc, kDescWords * sizeof(int64_t));
+  if (desc != nullptr) std::memcpy(descSlot(b, rank_), desc, kDescWords * sizeof(int64_t));
+  return b;
+}
+
+int ShmGroup::arrive(const int64_t* desc, int* word, const Poll& poll, Times* t) {
   barrier(poll, t);
-  return compare(desc, word);
+  return desc != nullptr ? compare(desc, word) : -1;
+}
+
+float* ShmGroup::slot(int phase, int rank, bool small) const {
+  return small ? smallSlot(phase, rank) : dataSlot(phase, rank);
+}
+
+int ShmGroup::check(const int64_t* desc, int* word, const Poll& poll, Times* t) {
+  beginPhase(desc);
+  return arrive(desc, word, poll, t);
 }
 
 int ShmGroup::allreduceSum(const int64_t* desc, const float* in, float* out, size_t count, int* word, const Poll& poll,
                            Times* t) {
-  const float* src[4096];
+  const float* src[kMaxRanks];
   const int n = nranks_;
   if (count <= kSmallFloats) {
-    const int b = static_cast<int>(phase_++ % 2);
-    std::memcpy(descSlot(b, rank_), desc, kDescWords * sizeof(int64_t));
+    const int b = beginPhase(desc);
     if (count > 0) std::memcpy(smallSlot(b, rank_), in, count * sizeof(float));
-    barrier(poll, t);
-    const int bad = compare(desc, word);
+    const int bad = arrive(desc, word, poll, t);
     if (bad >= 0 || count == 0) return bad;
     for (int q = 0; q < n; ++q) src[q] = smallSlot(b, q);
     sumRanks(src, n, out, nullptr, count);
@@ -395,17 +406,13 @@ int ShmGroup::allreduceSum(const int64_t* desc, const float* in, float* out, siz
     const size_t len = std::min(slotFloats_, count - done);
     const size_t per = roundUp((len + static_cast<size_t>(n) - 1) / static_cast<size_t>(n), 16);
     const size_t mb = std::min(per * static_cast<size_t>(rank_), len), me = std::min(mb + per, len);
-    const int b = static_cast<int>(phase_++ % 2);
+    const int64_t* first = done == 0 ? desc : nullptr;  // the call's first phase carries the check
+    const int b = beginPhase(first);
     float* mine = dataSlot(b, rank_);
-    if (done == 0) std::memcpy(descSlot(b, rank_), desc, kDescWords * sizeof(int64_t));
     // What the other ranks sum: everything but this rank's own shard, which it reads from `in`.
     std::memcpy(mine, in + done, mb * sizeof(float));
     std::memcpy(mine + me, in + done + me, (len - me) * sizeof(float));
-    barrier(poll, t);
-    if (done == 0) {
-      const int bad = compare(desc, word);
-      if (bad >= 0) return bad;
-    }
+    if (const int bad = arrive(first, word, poll, t); bad >= 0) return bad;
     for (int q = 0; q < n; ++q) src[q] = (q == rank_ ? in + done : dataSlot(b, q)) + mb;
     sumRanks(src, n, out + done + mb, mine + mb, me - mb);
     barrier(poll, t);
@@ -421,28 +428,21 @@ int ShmGroup::allreduceSum(const int64_t* desc, const float* in, float* out, siz
 
 int ShmGroup::reduceScatterSum(const int64_t* desc, const float* in, float* out, size_t recvCount, int* word,
                                const Poll& poll, Times* t) {
-  const float* src[4096];
+  const float* src[kMaxRanks];
   const size_t n = static_cast<size_t>(nranks_), me = static_cast<size_t>(rank_);
   const bool small = recvCount * n <= kSmallFloats;
   const size_t window = small ? std::max<size_t>(recvCount, 1) : std::max<size_t>(slotFloats_ / n, 1);
-  bool first = true;
-  for (size_t o = 0; first || o < recvCount; o += window) {
+  for (size_t o = 0; o == 0 || o < recvCount; o += window) {
     const size_t w = std::min(window, recvCount - o);
-    const int b = static_cast<int>(phase_++ % 2);
-    float* slot = small ? smallSlot(b, rank_) : dataSlot(b, rank_);
-    if (first) std::memcpy(descSlot(b, rank_), desc, kDescWords * sizeof(int64_t));
+    const int64_t* first = o == 0 ? desc : nullptr;  // the call's first phase carries the check
+    const int b = beginPhase(first);
+    float* mine = slot(b, rank_, small);
     for (size_t s = 0; s < n && w > 0; ++s)  // w is 0 only for an empty call (null buffers allowed)
-      if (s != me) std::memcpy(slot + s * w, in + s * recvCount + o, w * sizeof(float));
-    barrier(poll, t);
-    if (first) {
-      const int bad = compare(desc, word);
-      if (bad >= 0) return bad;
-      first = false;
-    }
+      if (s != me) std::memcpy(mine + s * w, in + s * recvCount + o, w * sizeof(float));
+    if (const int bad = arrive(first, word, poll, t); bad >= 0) return bad;
     if (w == 0) break;
     for (size_t q = 0; q < n; ++q)
-      src[q] = q == me ? in + me * recvCount + o
-                       : (small ? smallSlot(b, static_cast<int>(q)) : dataSlot(b, static_cast<int>(q))) + me * w;
+      src[q] = q == me ? in + me * recvCount + o : slot(b, static_cast<int>(q), small) + me * w;
     sumRanks(src, nranks_, out + o, nullptr, w);
   }
   return -1;
@@ -453,25 +453,15 @@ int ShmGroup::allgather(const int64_t* desc, const float* in, float* out, size_t
   const size_t n = static_cast<size_t>(nranks_), me = static_cast<size_t>(rank_);
   const bool small = count <= kSmallFloats;
   const size_t window = small ? std::max<size_t>(count, 1) : slotFloats_;
-  bool first = true;
-  for (size_t o = 0; first || o < count; o += window) {
+  for (size_t o = 0; o == 0 || o < count; o += window) {
     const size_t w = std::min(window, count - o);
-    const int b = static_cast<int>(phase_++ % 2);
-    float* slot = small ? smallSlot(b, rank_) : dataSlot(b, rank_);
-    if (first) std::memcpy(descSlot(b, rank_), desc, kDescWords * sizeof(int64_t));
-    if (w > 0) std::memcpy(slot, in + o, w * sizeof(float));  // 0 only for an empty call (null buffers allowed)
-    barrier(poll, t);
-    if (first) {
-      const int bad = compare(desc, word);
-      if (bad >= 0) return bad;
-      first = false;
-    }
+    const int64_t* first = o == 0 ? desc : nullptr;  // the call's first phase carries the check
+    const int b = beginPhase(first);
+    if (w > 0) std::memcpy(slot(b, rank_, small), in + o, w * sizeof(float));  // 0: an empty call (null buffers)
+    if (const int bad = arrive(first, word, poll, t); bad >= 0) return bad;
     if (w == 0) break;
-    for (size_t q = 0; q < n; ++q) {
-      if (q == me) continue;
-      const float* from = small ? smallSlot(b, static_cast<int>(q)) : dataSlot(b, static_cast<int>(q));
-      std::memcpy(out + q * count + o, from, w * sizeof(float));
-    }
+    for (size_t q = 0; q < n; ++q)
+      if (q != me) std::memcpy(out + q * count + o, slot(b, static_cast<int>(q), small), w * sizeof(float));
     if (out + me * count != in) std::memmove(out + me * count + o, in + o, w * sizeof(float));
   }
   return -1;

@@ -50,6 +50,8 @@ class ShmGroup {
   static constexpr int kDescWords = 8;
   /// Calls of at most this many floats take the one-barrier path.
   static constexpr size_t kSmallFloats = 4096;
+  /// Ranks one segment serves at most.
+  static constexpr int kMaxRanks = 4096;
 
   /// Rank 0 (of the group): creates a segment under a fresh name for `nranks` ranks with data slots
   /// of `slotFloats` (rounded to 16), reserving its memory (posix_fallocate: a full /dev/shm is an
@@ -106,6 +108,13 @@ class ShmGroup {
   void throwIfPoisoned() const;
   void map(int fd, size_t bytes);
   void barrier(const Poll& poll, Times* t);
+  /// Starts this rank's next phase: its slot parity, with `desc` (the call's first phase, else
+  /// null) written to its descriptor slot.
+  int beginPhase(const int64_t* desc);
+  /// Ends this rank's writes of a phase: waits for every rank, then compares the descriptors when
+  /// `desc` is not null (compare()'s answer), else -1.
+  int arrive(const int64_t* desc, int* word, const Poll& poll, Times* t);
+  float* slot(int phase, int rank, bool small) const;
   void checkPeers();
   int compare(const int64_t* desc, int* word) const;
   int64_t* descSlot(int phase, int rank) const;
