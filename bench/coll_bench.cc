@@ -238,7 +238,8 @@ void checkSize(const Bench& b, const float* send, size_t count, uint64_t id, Row
   for (size_t i = 0; i < rc; ++i)
     wrong += (!rs && std::memcmp(&recv[i], &ref[i], sizeof(float)) != 0) || !std::isfinite(recv[i]);
   double err2 = 0, ref2 = 0;
-  const bool lossless = t.codec == qcclCodecNone;
+  // A call auto summed in the shared segment is exact whatever codec it asked for.
+  const bool lossless = t.codec == qcclCodecNone || row->ran == "shm";
   if (gRank == 0 || (rs && lossless)) {
     std::vector<float> rep;
     // hier's result depends on the host grouping, which a loopback replay in one process cannot

@@ -117,6 +117,7 @@ typedef enum {
  *    QCCL_AUTO_HIER    autoHier         0|1 auto tries hier where ranks share hosts (default 1)
  *    QCCL_SHM          shm              0|1 auto sums in shared memory when all ranks share one host (default 1)
  *    QCCL_SHM_CHUNK_BYTES shmChunkBytes fp32 bytes per rank and step of that sum (default 1 MiB)
+ *    QCCL_LOCAL_COMPRESS localCompress 0|1 compress host buffers when all ranks share one host (default 0)
  *  Read elsewhere, also only in src/core/config.cc:
  *    QCCL_CPU_ISA      cap on the CPU codec kernels: scalar|avx2|avx512 (default: the best present)
  *    QCCL_SOCKET_IFNAME interface whose IPv4 address goes into a unique id (default: first up,
@@ -157,6 +158,12 @@ typedef struct {
    *  0 = never. New in 0.2.0. */
   int shm;
   size_t shmChunkBytes; /**< fp32 bytes each rank stages per step of the shared-memory sum, 64 .. 256 MiB */
+  /** auto, every rank on one host with the shared segment (shm), host buffers: 0 (default) sums
+   *  calls that ask for a lossy codec exactly in the segment too, because there copying fp32 costs
+   *  less than any codec's passes over the data; 1 compresses them as asked (to measure a codec or
+   *  its training on one host). Device buffers are compressed as asked either way. Every rank must
+   *  set the same value (else qcclMismatch). New in 0.2.0. */
+  int localCompress;
 } qcclConfig_t;
 
 /** Calls of a tensor that auto spends timing the flat path against hier (see autoHier). */

@@ -347,6 +347,8 @@ Selection Communicator::Impl::decide(const TensorOpts& t, size_t count, DataType
   QCCL_CHECK(isValid(in.requested), ErrorCode::kInvalidArgument, "allreduce: unknown algorithm");
   in.codec = codecFor(t);
   in.shmAvailable = shmFor(t);
+  in.deviceBuffers = space.isDevice();
+  in.localCompress = opts.localCompress;
   in.count = count;
   in.nranks = transport->size();
   in.minCompressBytes = opts.minCompressBytes;
@@ -504,11 +506,11 @@ void Communicator::Impl::throwDisagreement(int word, const char* what) const {
   static const char* const kField[kCheckWords] = {"call order", "count",      "codec", "datatype or reduction",
                                                   "tensor id",  "chosen path"};
   const int i = word >= 0 && word < kCheckWords ? word : kCheckWords - 1;
-  QCCL_THROW(ErrorCode::kMismatch, std::string(what) + ": ranks disagree on the " + kField[i] + " of call " +
-                                       std::to_string(callNumber) +
-                                       (i == 5 ? " (their QCCL_MIN_COMPRESS, warm-up or error-feedback settings, or "
-                                                 "where their buffers live, host or device, differ)"
-                                               : ""));
+  QCCL_THROW(ErrorCode::kMismatch,
+             std::string(what) + ": ranks disagree on the " + kField[i] + " of call " + std::to_string(callNumber) +
+                 (i == 5 ? " (their QCCL_MIN_COMPRESS, QCCL_LOCAL_COMPRESS, warm-up or error-feedback "
+                           "settings, or where their buffers live, host or device, differ)"
+                         : ""));
 }
 
 void Communicator::Impl::agree(const TensorOpts& t, size_t count, DataType dtype, RedOp op, const CodecConfig& asked,
@@ -709,8 +711,9 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
 }
 
 // The selection of allgather and reduce-scatter: one schedule, the tensor's codec (fp32 during
-// warm-up; under `auto` also below minCompressBytes when `total` elements of fp32 are fewer), error
-// feedback for any codec but fp32, which needs a tensor id.
+// warm-up; under `auto` also below minCompressBytes when `total` elements of fp32 are fewer, and for
+// host buffers on one host with the segment unless Options::localCompress), error feedback for any
+// codec but fp32, which needs a tensor id.
 Selection Communicator::Impl::decideOther(const TensorOpts& t, size_t count, size_t total, MemorySpace& space,
                                           TensorState** state, const char* what) {
   Selection s;
@@ -721,6 +724,16 @@ Selection Communicator::Impl::decideOther(const TensorOpts& t, size_t count, siz
     s.codec = resolveConfig(CodecConfig{});
   s.errorFeedback = opts.errorFeedback && s.codec.codec != CodecId::kFp32;
   *state = nullptr;
+  QCCL_CHECK(!s.errorFeedback || t.id != 0, ErrorCode::kInvalidUsage,
+             std::string(what) + ": codec " + codecName(s.codec.codec) +
+                 " keeps an error-feedback residual per tensor, and this call has no tensor id: set a nonzero "
+                 "tensor id, the same on every rank, or turn error feedback off");
+  // On one host, host buffers move exactly through the segment whatever the codec (selectAlgorithm).
+  // Every rank reaches shmFor() here or right after, so its set-up stays collective.
+  if (requested == Algo::kAuto && !opts.localCompress && !space.isDevice() && shmFor(t)) {
+    s.codec = resolveConfig(CodecConfig{});
+    s.errorFeedback = false;
+  }
   if (t.id != 0 && (s.errorFeedback || (opts.warmupCalls > 0 && s.codec.codec != CodecId::kFp32))) {
     *state = &tensors.acquire(t.id, count, space);
     if ((*state)->calls < static_cast<uint64_t>(opts.warmupCalls)) {
@@ -728,10 +741,6 @@ Selection Communicator::Impl::decideOther(const TensorOpts& t, size_t count, siz
       s.errorFeedback = false;
     }
   }
-  QCCL_CHECK(!s.errorFeedback || t.id != 0, ErrorCode::kInvalidUsage,
-             std::string(what) + ": codec " + codecName(s.codec.codec) +
-                 " keeps an error-feedback residual per tensor, and this call has no tensor id: set a nonzero "
-                 "tensor id, the same on every rank, or turn error feedback off");
   return s;
 }
 

@@ -4,7 +4,7 @@
 //   QCCL_CODEC, QCCL_BITS, QCCL_BUCKET, QCCL_STOCHASTIC, QCCL_SEED    Options::codec
 //   QCCL_MIN_COMPRESS, QCCL_CHUNK_BYTES, QCCL_PIPELINE, QCCL_TIMEOUT  Options (sizes, time)
 //   QCCL_WARMUP, QCCL_ALGO, QCCL_ERROR_FEEDBACK, QCCL_MAX_RESIDUAL_BYTES, QCCL_INTRA_CODEC,
-//   QCCL_AUTO_HIER, QCCL_SHM, QCCL_SHM_CHUNK_BYTES
+//   QCCL_AUTO_HIER, QCCL_SHM, QCCL_SHM_CHUNK_BYTES, QCCL_LOCAL_COMPRESS
 //   QCCL_CPU_ISA        cap on the CPU codec kernels (env::cpuIsaCap, read once by the dispatcher)
 //   QCCL_SOCKET_IFNAME  interface of the UCX bootstrap address (env::socketIfname)
 //   QCCL_HOST_ID        this process's host key for host grouping (env::hostId)
@@ -129,6 +129,7 @@ Options optionsFromEnv(Options base) {
     o.shmChunkBytes = parseBytes("QCCL_SHM_CHUNK_BYTES", v, 64);
     if (o.shmChunkBytes > kMaxShmChunkBytes) badValue("QCCL_SHM_CHUNK_BYTES", v, "a byte count from 64 to 256M");
   }
+  if ((v = std::getenv("QCCL_LOCAL_COMPRESS")) != nullptr) o.localCompress = parseBool("QCCL_LOCAL_COMPRESS", v);
   if ((v = std::getenv("QCCL_MAX_RESIDUAL_BYTES")) != nullptr)
     o.maxResidualBytes = parseBytes("QCCL_MAX_RESIDUAL_BYTES", v, 0);
   validate(o);

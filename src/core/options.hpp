@@ -53,6 +53,11 @@ struct Options {
   bool shm = true;
   /// Bytes of fp32 each rank stages per step of the shared-memory sum (two such slots per rank).
   size_t shmChunkBytes = 1 << 20;
+  /// auto, every rank on one host with the shared segment, host buffers: false (default) sums a
+  /// call that asks for a lossy codec exactly in the segment too, since copying fp32 there costs
+  /// less than any codec's passes over the data (bench/RESULTS.md, "One host: compression does not
+  /// pay"); true compresses as asked. Device buffers are compressed as asked either way.
+  bool localCompress = false;
 };
 
 /// auto tries hier only for tensors of at least this many fp32 bytes: below it the extra stages

@@ -59,6 +59,8 @@ Selection selectAlgorithm(const SelectInput& in) {
                    "qcclTensorOpts_t.id (Python: tensor_id) to a nonzero id unique to this tensor and the same on "
                    "every rank, or turn error feedback off (QCCL_ERROR_FEEDBACK=0)");
   }
+  // After the tensor-id check, so that a program that runs on one host runs on many.
+  if (isAuto && in.shmAvailable && !in.deviceBuffers && !in.localCompress) return uncompressed(in, true);
   return s;
 }
 

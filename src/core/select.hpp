@@ -23,6 +23,8 @@ struct SelectInput {
   bool hasId = false;            ///< TensorOpts::id != 0
   bool nativeAvailable = false;  ///< the transport can sum fp32 itself (MPI_Iallreduce)
   bool shmAvailable = false;     ///< every rank is on one host and maps the shared segment (shm_group.hpp)
+  bool deviceBuffers = false;    ///< the call's buffers are device memory
+  bool localCompress = false;    ///< Options::localCompress
 };
 
 /// What to run.
@@ -39,6 +41,9 @@ struct Selection {
 ///     sums it in shared memory when every rank is on one host (shmAvailable), else hands it to the
 ///     transport's library when it has one (nativeAvailable), else to the fp32 ring
 ///     (bandwidth-optimal, exact up to the summation order);
+///   - `auto` with the shared segment and host buffers, whatever the codec (unless localCompress):
+///     uncompressed in the segment too, since there no codec's passes over the data cost less than
+///     copying fp32 (bench/RESULTS.md, "One host: compression does not pay");
 ///   - fp16/bf16: the ring with that cast on the wire;
 ///   - other codecs: sra on 3 or more ranks (each rank sends and receives ~2(n-1)/n compressed
 ///     tensors), allgather on 1-2 ranks (the same bytes in one round and one quantization stage).

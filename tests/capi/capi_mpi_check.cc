@@ -8,8 +8,9 @@
 //     library's own allreduce and its cross-rank check, instead of the shared-memory sum)
 //     basic               every algorithm and codec, exact or bit-identical results; auto with
 //                         nothing to compress reports the path it should have taken
-//     warmup              QCCL_WARMUP=2: a tensor's first two calls go uncompressed, the third on
-//                         compresses (on every rank alike), with bit-identical results
+//     warmup              QCCL_WARMUP=2 (and QCCL_LOCAL_COMPRESS=1): a tensor's first two calls go
+//                         uncompressed, the third on compresses (on every rank alike), with
+//                         bit-identical results
 //     mismatch-count      rank 0 passes another count: qcclMismatch / qcclRemoteError everywhere
 //     mismatch-codec      rank 0 passes another codec: likewise
 //     reducescatter       qcclReduceScatter: exact sums (fp32 and fp16 buffers, in place), lossy codecs
@@ -154,6 +155,11 @@ void checkLossy(qcclComm_t comm, int codec, size_t count) {
   bool finite = true;
   for (float v : recv) finite = finite && std::isfinite(v);
   EXPECT(finite, "codec %d: non-finite result", codec);
+  // auto on one host with the segment sums host buffers exactly whatever the codec; else compressed.
+  int algo = -1, native = -1;
+  qcclCommGetLastAlgo(comm, &algo, &native);
+  const int want = gShm && gSize >= 2 ? 2 : 0;
+  EXPECT(native == want, "codec %d under auto ran path %d, expected %d", codec, native, want);
 }
 
 void checkAllgather(qcclComm_t comm, size_t count) {
@@ -511,7 +517,10 @@ int main(int argc, char** argv) {
   const bool shm = gShm;
   const bool mismatch = which.rfind("mismatch", 0) == 0;
   if (which == "hier") setenv("QCCL_HOST_ID", std::to_string(gRank / 2).c_str(), 1);
-  if (which == "warmup") setenv("QCCL_WARMUP", "2", 1);
+  if (which == "warmup") {
+    setenv("QCCL_WARMUP", "2", 1);
+    setenv("QCCL_LOCAL_COMPRESS", "1", 1);  // on one host, compress once the warm-up is over
+  }
   if (which == "restart") {
     caseRestart(transport);
   } else {

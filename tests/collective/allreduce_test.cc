@@ -115,6 +115,7 @@ TEST_P(AllreduceMatrix, SmallSizesAllRanks) {
   opts.codec.bucket = 64;
   opts.chunkBytes = 256;
   opts.minCompressBytes = 2048;  // auto: 0, 1, 7 stay fp32, 1000 elements compress
+  opts.localCompress = true;     // loopback ranks share one host: compress as asked
   opts.timeoutSec = 30;
   for (int n = 1; n <= 8; ++n)
     for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}}) checkOne(cc, algo, n, count, opts, n % 2);
@@ -152,6 +153,7 @@ TEST(AllreduceLarge, SelectedCombinations) {
   Options opts;
   opts.chunkBytes = 256 << 10;
   opts.timeoutSec = 60;
+  opts.localCompress = true;  // loopback ranks share one host: compress as asked
   struct Combo {
     CodecCase cc;
     Algo algo;

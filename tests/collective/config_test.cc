@@ -26,6 +26,9 @@ const char* const kVars[] = {"QCCL_CODEC",
                              "QCCL_MAX_RESIDUAL_BYTES",
                              "QCCL_INTRA_CODEC",
                              "QCCL_AUTO_HIER",
+                             "QCCL_SHM",
+                             "QCCL_SHM_CHUNK_BYTES",
+                             "QCCL_LOCAL_COMPRESS",
                              "QCCL_CPU_ISA",
                              "QCCL_SOCKET_IFNAME"};
 
@@ -52,6 +55,9 @@ TEST_F(Env, DefaultsWithoutVariables) {
   EXPECT_TRUE(o.errorFeedback);
   EXPECT_EQ(o.intraCodec, CodecId::kFp32);
   EXPECT_TRUE(o.autoHier);
+  EXPECT_TRUE(o.shm);
+  EXPECT_EQ(o.shmChunkBytes, size_t{1} << 20);
+  EXPECT_FALSE(o.localCompress);
 }
 
 TEST_F(Env, EveryVariableOverrides) {
@@ -70,6 +76,9 @@ TEST_F(Env, EveryVariableOverrides) {
   setenv("QCCL_MAX_RESIDUAL_BYTES", "256M", 1);
   setenv("QCCL_INTRA_CODEC", "bf16", 1);
   setenv("QCCL_AUTO_HIER", "0", 1);
+  setenv("QCCL_SHM", "0", 1);
+  setenv("QCCL_SHM_CHUNK_BYTES", "64K", 1);
+  setenv("QCCL_LOCAL_COMPRESS", "1", 1);
   Options o = optionsFromEnv();
   EXPECT_EQ(o.codec.codec, CodecId::kMaxMin);
   EXPECT_EQ(o.codec.bits, 8);
@@ -86,6 +95,9 @@ TEST_F(Env, EveryVariableOverrides) {
   EXPECT_EQ(o.maxResidualBytes, size_t{256} << 20);
   EXPECT_EQ(o.intraCodec, CodecId::kBf16);
   EXPECT_FALSE(o.autoHier);
+  EXPECT_FALSE(o.shm);
+  EXPECT_EQ(o.shmChunkBytes, size_t{64} << 10);
+  EXPECT_TRUE(o.localCompress);
 }
 
 // The variables the lower layers use are read here too (config.cc is the only reader).

@@ -93,6 +93,7 @@ TEST(Allreduce, StochasticMaxMinIsDeterministicAndIdenticalAcrossRanks) {
     opts.codec.seed = seed;
     opts.chunkBytes = 2048;
     opts.minCompressBytes = 0;
+    opts.localCompress = true;  // loopback ranks share one host: compress as asked
     std::vector<std::vector<float>> sums(n, std::vector<float>(count, 0.0f));
     runRanks(n, opts, [&](Communicator& c, int r) {
       for (int s = 0; s < steps; ++s) {
@@ -185,6 +186,7 @@ TEST(Allreduce, WarmupCallsGoUncompressed) {
   opts.warmupCalls = 2;
   opts.codec.codec = CodecId::kOneBit;
   opts.minCompressBytes = 0;
+  opts.localCompress = true;  // loopback ranks share one host: compress as asked
   CodecConfig cfg = resolveConfig(opts.codec);
   std::vector<std::vector<float>> x;
   for (int r = 0; r < n; ++r) x.push_back(gaussian(count, 77u + r));
@@ -219,6 +221,7 @@ TEST(Allgather, RawAndCompressed) {
         Options opts;
         opts.chunkBytes = 1024;
         opts.codec.bucket = 128;
+        opts.localCompress = true;  // loopback ranks share one host: compress as asked
         CodecConfig cfg = opts.codec;
         cfg.codec = codec;
         cfg = resolveConfig(cfg);
@@ -264,6 +267,7 @@ TEST(Communicator, StatsResidualsAndRelease) {
   Options opts;
   opts.codec.codec = CodecId::kOneBit;
   opts.minCompressBytes = 0;
+  opts.localCompress = true;  // loopback ranks share one host: compress as asked
   runRanks(n, opts, [&](Communicator& c, int r) {
     std::vector<float> buf = exactInput(count, r);
     TensorOpts t;

@@ -46,6 +46,37 @@ TEST(Select, AutoBelowTheThresholdIsUncompressedWhateverTheCodec) {
   EXPECT_TRUE(s.errorFeedback);
 }
 
+// One host with the shared segment: host buffers are summed exactly there whatever the codec;
+// device buffers, localCompress and explicit schedules compress as asked; the tensor-id check
+// still applies, so that a program that runs on one host runs on many.
+TEST(Select, AutoOnOneHostSumsHostBuffersExactlyWhateverTheCodec) {
+  for (CodecId c : {CodecId::kFp16, CodecId::kOneBit, CodecId::kMaxMin}) {
+    SelectInput in = input(c, 1 << 20, 4);
+    in.shmAvailable = true;
+    in.nativeAvailable = true;
+    Selection s = selectAlgorithm(in);
+    EXPECT_TRUE(s.shm);
+    EXPECT_FALSE(s.native);
+    EXPECT_EQ(s.codec.codec, CodecId::kFp32);
+    EXPECT_FALSE(s.errorFeedback);
+    in.localCompress = true;
+    EXPECT_FALSE(selectAlgorithm(in).shm);
+    EXPECT_EQ(selectAlgorithm(in).codec.codec, c);
+    in.localCompress = false;
+    in.deviceBuffers = true;
+    EXPECT_FALSE(selectAlgorithm(in).shm);
+    EXPECT_EQ(selectAlgorithm(in).codec.codec, c);
+    in.deviceBuffers = false;
+    in.requested = Algo::kSra;
+    EXPECT_FALSE(selectAlgorithm(in).shm);
+    EXPECT_EQ(selectAlgorithm(in).algo, Algo::kSra);
+  }
+  SelectInput in = input(CodecId::kOneBit, 1 << 20, 4);
+  in.shmAvailable = true;
+  in.hasId = false;
+  EXPECT_THROW(selectAlgorithm(in), Error);
+}
+
 TEST(Select, AutoPicksRingForCastsSraForThreeRanksAllgatherForTwo) {
   EXPECT_EQ(selectAlgorithm(input(CodecId::kFp16, 1 << 20, 4)).algo, Algo::kRing);
   EXPECT_FALSE(selectAlgorithm(input(CodecId::kFp16, 1 << 20, 4)).errorFeedback);

@@ -285,6 +285,7 @@ TEST(ShmAllreduce, HalfPrecisionAverageAndCompressedCallsAround) {
   const size_t count = 30000;
   Options opts;
   opts.codec.codec = CodecId::kOneBit;  // compressed from minCompressBytes (64 KiB = 16384 floats)
+  opts.localCompress = true;            // which, on one host, takes localCompress
   runRanks(n, opts, [&](Communicator& c, int r) {
     TensorOpts t;
     t.id = 11;
@@ -347,13 +348,26 @@ TEST(ShmAllreduce, AllgatherAndReduceScatterGoThroughTheSegment) {
     std::vector<uint16_t> h(count, static_cast<uint16_t>(0x3c00 + r)), hall(count * n);
     c.allgather(h.data(), hall.data(), count, DataType::kFloat16, TensorOpts{});
     for (int q = 0; q < n; ++q) ASSERT_EQ(hall[static_cast<size_t>(q) * count + 5], 0x3c00 + q);
-    // A compressed reduce-scatter is checked in the segment and then sent as before.
+    // A reduce-scatter that asks for a lossy codec is moved there exactly too (no localCompress).
+    TensorOpts t;
+    t.id = 8;
+    t.codec = CodecId::kOneBit;
+    c.reduceScatter(x[r].data(), rs.data(), count, DataType::kFloat32, RedOp::kSum, t);
+    EXPECT_TRUE(bitEqual(rs, std::vector<float>(sum.begin() + static_cast<long>(me * count),
+                                                sum.begin() + static_cast<long>((me + 1) * count))));
+    EXPECT_EQ(c.stats().bytesSent, setupBytes);
+    EXPECT_EQ(c.stats().tensors, 0u);
+  });
+  // With localCompress, a compressed reduce-scatter is checked in the segment and then sent as before.
+  opts.localCompress = true;
+  runRanks(n, opts, [&](Communicator& c, int r) {
     TensorOpts t;
     t.id = 8;
     t.codec = CodecId::kOneBit;
     std::vector<float> big = gaussian(30000 * n, 7u + r), shard(30000);
     c.reduceScatter(big.data(), shard.data(), 30000, DataType::kFloat32, RedOp::kSum, t);
-    EXPECT_GT(c.stats().bytesSent, setupBytes + 1000);
+    EXPECT_GT(c.stats().bytesSent, 1000u + 1024u);
+    EXPECT_EQ(c.stats().tensors, 1u);
   });
 }
 
@@ -364,6 +378,7 @@ TEST(ShmAllreduce, DisagreementsAreMismatchOnEveryRank) {
   for (int kind = 0; kind < 2; ++kind) {
     Options opts;
     opts.codec.codec = CodecId::kOneBit;
+    opts.localCompress = true;  // so that 20000 floats are compressed
     opts.timeoutSec = 60;
     std::vector<int> codes(n, -1);
     const auto t0 = std::chrono::steady_clock::now();
@@ -400,6 +415,96 @@ TEST(ShmAllreduce, DisagreementsAreMismatchOnEveryRank) {
     for (int r = 0; r < n; ++r)
       EXPECT_EQ(codes[r], static_cast<int>(ErrorCode::kMismatch)) << "collective kind " << kind;
   }
+}
+
+// On one host, `auto` sums host buffers exactly in the segment whatever codec they ask for: no
+// codec's passes cost less than copying fp32 there. No residual is kept, nothing but the segment's
+// set-up goes through the transport, and an explicit schedule still compresses.
+TEST(ShmAllreduce, LossyCodecsAreSummedExactlyOnOneHost) {
+  const int n = 3;
+  const size_t count = 70001;
+  std::vector<std::vector<float>> x(n);
+  for (int r = 0; r < n; ++r) x[r] = gaussian(count, 90u + static_cast<unsigned>(r));
+  const std::vector<float> want = rankOrderSum(x);
+  // One allreduce of rank r's input as tensor 4 under `algo`; returns the path it took.
+  auto sum = [&](Communicator& c, int r, std::vector<float>& out, Algo algo) {
+    TensorOpts t;
+    t.id = 4;
+    t.algo = algo;
+    out.assign(count, 0.0f);
+    c.allreduce(x[r].data(), out.data(), count, DataType::kFloat32, RedOp::kSum, t);
+    int path = -1;
+    c.lastAlgo(&path);
+    return path;
+  };
+  for (CodecId codec : {CodecId::kFp16, CodecId::kOneBit, CodecId::kSignScale, CodecId::kMaxMin, CodecId::kDyn8}) {
+    SCOPED_TRACE(codecName(codec));
+    Options opts;
+    opts.codec.codec = codec;
+    runRanks(n, opts, [&](Communicator& c, int r) {
+      std::vector<float> out;
+      EXPECT_EQ(sum(c, r, out, Algo::kAuto), 2);
+      EXPECT_TRUE(bitEqual(out, want));
+      const uint64_t sent = c.stats().bytesSent;  // the segment's set-up alone
+      EXPECT_LT(sent, 1024u);
+      EXPECT_EQ(c.stats().tensors, 0u);
+      TensorOpts g;
+      g.id = 5;
+      std::vector<float> all(count * n);
+      c.allgather(x[r].data(), all.data(), count, DataType::kFloat32, g);
+      for (int q = 0; q < n; ++q)
+        EXPECT_EQ(std::memcmp(all.data() + static_cast<size_t>(q) * count, x[q].data(), count * sizeof(float)), 0);
+      EXPECT_EQ(c.stats().bytesSent, sent);
+      EXPECT_EQ(c.stats().tensors, 0u);
+      if (codec == CodecId::kOneBit) {
+        EXPECT_EQ(sum(c, r, out, Algo::kSra), 0);
+        EXPECT_GT(c.stats().bytesSent, sent + 1000);
+        EXPECT_FALSE(bitEqual(out, want));
+      }
+    });
+  }
+  // localCompress: auto compresses as asked, checked in the segment first.
+  Options opts;
+  opts.codec.codec = CodecId::kOneBit;
+  opts.localCompress = true;
+  runRanks(n, opts, [&](Communicator& c, int r) {
+    std::vector<float> out;
+    EXPECT_EQ(sum(c, r, out, Algo::kAuto), 0);
+    EXPECT_EQ(c.lastAlgo(nullptr), Algo::kSra);
+    EXPECT_FALSE(bitEqual(out, want));
+    EXPECT_EQ(c.stats().tensors, 1u);
+  });
+}
+
+// Ranks that disagree on localCompress would take different paths for the same call: kMismatch
+// on every rank, not a hang.
+TEST(ShmAllreduce, LocalCompressMustAgree) {
+  const int n = 3;
+  std::vector<TransportPtr> ts = makeLoopbackGroup(n);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int r = 0; r < n; ++r) {
+    Options o;
+    o.codec.codec = CodecId::kOneBit;
+    o.localCompress = r == 2;
+    o.timeoutSec = 60;
+    comms.push_back(std::make_unique<Communicator>(std::move(ts[r]), o));
+  }
+  std::vector<int> codes(n, -1);
+  std::vector<std::thread> th;
+  for (int r = 0; r < n; ++r) {
+    th.emplace_back([&, r] {
+      std::vector<float> x(20000, 1.0f);
+      TensorOpts t;
+      t.id = 3;
+      try {
+        comms[r]->allreduce(x.data(), x.data(), x.size(), DataType::kFloat32, RedOp::kSum, t);
+      } catch (const Error& e) {
+        codes[r] = static_cast<int>(e.code());
+      }
+    });
+  }
+  for (auto& t : th) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(codes[r], static_cast<int>(ErrorCode::kMismatch)) << "rank " << r;
 }
 
 // Every rank must allow the segment: one rank with shm off, and every rank takes the transport.

@@ -152,6 +152,7 @@ TEST(TensorStateDefects, AnonymousLossyCallsAreRefusedAndIdsNeverShare) {
   Options opts;
   opts.codec.codec = CodecId::kOneBit;
   opts.minCompressBytes = 0;
+  opts.localCompress = true;  // loopback ranks share one host: compress as asked
   const size_t count = 4096;
   runRanks(3, opts, [&](Communicator& c, int r) {
     std::vector<float> a(count), b(count, 0.0f);
@@ -186,6 +187,7 @@ TEST(TensorStateDefects, ChangingLengthsDoNotAccumulateState) {
   Options opts;
   opts.codec.codec = CodecId::kMaxMin;
   opts.minCompressBytes = 0;
+  opts.localCompress = true;  // loopback ranks share one host: compress as asked
   runRanks(2, opts, [&](Communicator& c, int r) {
     TensorOpts t;
     t.id = 9;
@@ -222,6 +224,7 @@ TEST(TensorStateDefects, ResidualCapBoundsMemoryAndCountsEvictions) {
   Options opts;
   opts.codec.codec = CodecId::kSignScale;
   opts.minCompressBytes = 0;
+  opts.localCompress = true;  // loopback ranks share one host: compress as asked
   const size_t count = 4096;
   opts.maxResidualBytes = 5 * (2 * count * sizeof(float) + kBook);
   runRanks(3, opts, [&](Communicator& c, int r) {

@@ -195,3 +195,28 @@ def test_destroyed_communicator_raises(mpi):
     c.destroy()  # twice is fine
     with pytest.raises(qccl.Error, match="destroyed"):
         c.allreduce(np.zeros(4, np.float32))
+
+
+def test_one_host_sums_lossy_codecs_exactly(mpi):
+    # mpirun's ranks share this host: auto sums host buffers exactly in the shared segment whatever
+    # codec they ask for (copying fp32 there costs less than any codec); local_compress=True
+    # compresses as asked. Integer-valued inputs make the exact sum independent of the order.
+    if mpi.size < 2:
+        pytest.skip("needs 2 ranks")
+    x = ((np.arange(100000) % 1001) - 500 + mpi.rank).astype(np.float32)
+    exact = sum(((np.arange(100000) % 1001) - 500 + r) for r in range(mpi.size)).astype(np.float32)
+    for local_compress in (False, True):
+        c = qccl.from_mpi(mpi, timeout=60.0, local_compress=local_compress)
+        try:
+            y = x.copy()
+            c.allreduce(y, codec="onebit", tensor_id=7)
+            if local_compress:
+                assert c.last_algo() in ("sra", "allgather")
+                assert not np.array_equal(y, exact)
+            else:
+                assert c.last_algo() == "shm"
+                np.testing.assert_array_equal(y, exact)
+                assert c.stats()["tensors"] == 0
+        finally:
+            c.destroy()
+    mpi.Barrier()

@@ -137,6 +137,7 @@ def test_config_overrides_and_environment():
     # library underneath, so the fp32 ring.
     assert out == [("shm", 6.0)] * 3
     assert qccl.config_defaults()["shm"] is True
+    assert qccl.config_defaults()["local_compress"] is False
     comms = qccl.loopback(3, shm=False)
     out = [None] * 3
     run_ranks(comms, body)
@@ -209,7 +210,8 @@ def test_lossy_codec_needs_a_tensor_id():
 
 
 def test_tensor_state_save_load_scale():
-    comms = qccl.loopback(3, codec="signscale", min_compress_bytes=0)
+    # loopback ranks share one host: local_compress makes auto compress as asked
+    comms = qccl.loopback(3, codec="signscale", min_compress_bytes=0, local_compress=True)
 
     def body(rank, c):
         x = np.sin(np.arange(5000, dtype=np.float32) * 0.01 + rank)

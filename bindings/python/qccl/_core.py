@@ -61,6 +61,7 @@ _CONFIG_FIELDS = (
     "auto_hier",
     "shm",
     "shm_chunk_bytes",
+    "local_compress",
 )
 
 

@@ -126,6 +126,8 @@ qcclConfig_t makeConfig(const nb::dict& overrides) {
       c.shm = nb::cast<bool>(v) ? 1 : 0;
     else if (key == "shm_chunk_bytes")
       c.shmChunkBytes = nb::cast<size_t>(v);
+    else if (key == "local_compress")
+      c.localCompress = nb::cast<bool>(v) ? 1 : 0;
     else
       invalid("unknown config field '" + key + "'");
   }
@@ -150,6 +152,7 @@ nb::dict configToDict(const qcclConfig_t& c) {
   d["auto_hier"] = c.autoHier != 0;
   d["shm"] = c.shm != 0;
   d["shm_chunk_bytes"] = c.shmChunkBytes;
+  d["local_compress"] = c.localCompress != 0;
   return d;
 }
 
