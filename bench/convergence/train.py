@@ -14,6 +14,9 @@ the same model from the same initial weights on the same batches, one after the 
                   dyn8), error feedback on the gradients: HookState without optimizer=
     CODEC+m       the same with HookState(..., optimizer=opt): momentum-aware, default scheme
     CODEC+SCHEME  with optimizer= and scheme SCHEME (dgc, ef21, onebit_adam, plain)
+    none          the qccl hook with codec none: fp32 like `fp32`, summed by qccl in another order
+                  (on one host in its shared-memory segment). Its ratio to `fp32` is the task's noise
+                  floor: how far rounding differences alone move the final loss
 
 Rank 0 evaluates the (identical) model on the task's test set every --eval-every steps and writes
 one JSON file with every variant's curves, final test loss/accuracy, whether the replicas ended
@@ -47,7 +50,7 @@ from qccl.momentum import SCHEMES, default_scheme  # noqa: E402
 from bench_ddp import free_port, interface_address  # noqa: E402  (the DDP benchmark's rendezvous helpers)
 from tasks import TASKS, Task  # noqa: E402
 
-CODECS = {"onebit": ("onebit", None), "signscale": ("signscale", None), "maxmin2": ("maxmin", 2),
+CODECS = {"none": ("none", None), "onebit": ("onebit", None), "signscale": ("signscale", None), "maxmin2": ("maxmin", 2),
           "maxmin4": ("maxmin", 4), "maxmin8": ("maxmin", 8), "dyn8": ("dyn8", None), "fp16q": ("fp16", None)}
 BASELINES = ("fp32", "fp16", "powersgd")
 
