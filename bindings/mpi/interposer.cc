@@ -147,12 +147,18 @@ int compress(CommContext& ctx, std::unique_lock<std::mutex>& lock, const Call& c
   const qcclResult_t rc = qcclAllreduce(in, work, c.floats, qcclFloat32, qcclSum, &opts, ctx.qccl, nullptr);
   qcclCommGetStats(ctx.qccl, &after);
   if (!key.keyed) qcclTensorRelease(ctx.qccl, kUnkeyedId);
+  int algo = 0, path = 0;
+  qcclCommGetLastAlgo(ctx.qccl, &algo, &path);
   Counters& k = counters();
   k.compressed++;
   if (key.keyed) k.keyed++;
-  k.inputBytes += c.floats * sizeof(float);
-  k.wireBytes += after.bytesSent - before.bytesSent;
-  k.ringBytes += 2 * static_cast<uint64_t>(c.commSize - 1) * c.floats * sizeof(float) / c.commSize;
+  if (rc == qcclSuccess && path == 2) {
+    k.exactOnHost++;  // summed exactly in shared memory: nothing was compressed, no bytes saved
+  } else {
+    k.inputBytes += c.floats * sizeof(float);
+    k.wireBytes += after.bytesSent - before.bytesSent;
+    k.ringBytes += 2 * static_cast<uint64_t>(c.commSize - 1) * c.floats * sizeof(float) / c.commSize;
+  }
   if (rc != qcclSuccess) {
     ctx.failed = true;
     char msg[512];

@@ -36,6 +36,9 @@ typedef struct {
   uint64_t ringBytes;        /**< bytes an uncompressed ring allreduce sends from a rank for them: 2(n-1)/n x input */
   uint64_t commsCreated;     /**< qccl communicators created (one per user communicator that compressed) */
   uint64_t commsFreed;       /**< ... and freed (MPI_Comm_free, or at MPI_Finalize) */
+  uint64_t exactOnHost;      /**< carried calls that qccl summed exactly in its shared-memory segment
+                                  (every rank on one host, QCCL_LOCAL_COMPRESS=0: compression does not
+                                  pay there); counted in `compressed`, not in the byte counts */
 } qcclMpiInterposeStats_t;
 
 /** Copies the counters of this process into *stats. structSize = sizeof(qcclMpiInterposeStats_t).

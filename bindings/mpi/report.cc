@@ -33,6 +33,7 @@ void snapshot(qcclMpiInterposeStats_t* s) {
   s->inputBytes = c.inputBytes.load();
   s->wireBytes = c.wireBytes.load();
   s->ringBytes = c.ringBytes.load();
+  s->exactOnHost = c.exactOnHost.load();
   s->commsCreated = c.commsCreated.load();
   s->commsFreed = c.commsFreed.load();
 }
@@ -52,16 +53,18 @@ void printReport() {
   // One fprintf: lines of different ranks interleave, never their parts.
   std::fprintf(stderr,
                "qccl-mpi: rank %d/%d: MPI_Allreduce calls %llu: compressed %llu (error feedback %llu, cycle breaks "
-               "%llu, keys that differed across ranks %llu, errors %llu), passed through %llu (datatype %llu, op %llu, "
+               "%llu, keys that differed across ranks %llu, errors %llu, summed exactly on one host %llu), passed "
+               "through %llu (datatype %llu, op %llu, "
                "size %llu, communicator %llu, "
                "warm-up %llu, off %llu), re-entered %llu; %.2f MB of floats compressed, %.2f MB sent instead of "
                "%.2f MB (%.2f MB saved); qccl communicators created %llu, freed %llu\n",
                rank, size, (unsigned long long)s.calls, (unsigned long long)s.compressed, (unsigned long long)s.keyed,
                (unsigned long long)s.cycleBreaks, (unsigned long long)s.keyDisagreements, (unsigned long long)s.errors,
-               (unsigned long long)passed, (unsigned long long)s.passedType, (unsigned long long)s.passedOp,
-               (unsigned long long)s.passedSize, (unsigned long long)s.passedComm, (unsigned long long)s.passedWarmup,
-               (unsigned long long)s.passedOff, (unsigned long long)s.reentered, mb(s.inputBytes), mb(s.wireBytes),
-               mb(s.ringBytes), mb(saved), (unsigned long long)s.commsCreated, (unsigned long long)s.commsFreed);
+               (unsigned long long)s.exactOnHost, (unsigned long long)passed, (unsigned long long)s.passedType,
+               (unsigned long long)s.passedOp, (unsigned long long)s.passedSize, (unsigned long long)s.passedComm,
+               (unsigned long long)s.passedWarmup, (unsigned long long)s.passedOff, (unsigned long long)s.reentered,
+               mb(s.inputBytes), mb(s.wireBytes), mb(s.ringBytes), mb(saved), (unsigned long long)s.commsCreated,
+               (unsigned long long)s.commsFreed);
   std::fflush(stderr);
 }
 

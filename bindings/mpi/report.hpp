@@ -11,7 +11,7 @@ struct Counters {
   std::atomic<uint64_t> passedType{0}, passedOp{0}, passedSize{0}, passedComm{0}, passedWarmup{0}, passedOff{0};
   std::atomic<uint64_t> reentered{0}, errors{0};
   std::atomic<uint64_t> inputBytes{0}, wireBytes{0}, ringBytes{0};
-  std::atomic<uint64_t> commsCreated{0}, commsFreed{0};
+  std::atomic<uint64_t> commsCreated{0}, commsFreed{0}, exactOnHost{0};
 };
 
 Counters& counters();
