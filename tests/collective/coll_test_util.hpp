@@ -19,12 +19,14 @@
 namespace qccl {
 namespace test {
 
-/// Makes `n` loopback communicators and runs fn(comm, rank) on one thread per rank. An exception
-/// escaping fn fails the test (it is caught and reported, never left to terminate).
-inline void runRanks(int n, const Options& opts, const std::function<void(Communicator&, int)>& fn) {
+/// Makes `n` loopback communicators, rank r's with optionsOf(r), and runs fn(comm, rank) on one
+/// thread per rank. An exception escaping fn fails the test (it is caught and reported, never left
+/// to terminate).
+inline void runRanks(int n, const std::function<Options(int)>& optionsOf,
+                     const std::function<void(Communicator&, int)>& fn) {
   std::vector<TransportPtr> ts = makeLoopbackGroup(n);
   std::vector<std::unique_ptr<Communicator>> comms;
-  for (int r = 0; r < n; ++r) comms.push_back(std::make_unique<Communicator>(std::move(ts[r]), opts));
+  for (int r = 0; r < n; ++r) comms.push_back(std::make_unique<Communicator>(std::move(ts[r]), optionsOf(r)));
   std::vector<std::string> errors(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
@@ -38,6 +40,12 @@ inline void runRanks(int n, const Options& opts, const std::function<void(Commun
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+/// runRanks with the same options on every rank.
+inline void runRanks(int n, const Options& opts, const std::function<void(Communicator&, int)>& fn) {
+  runRanks(
+      n, [&](int) { return opts; }, fn);
 }
 
 /// value = i * stride + rank, folded so that sums of up to 8 ranks stay exact integers in fp32.

@@ -480,59 +480,49 @@ TEST(ShmAllreduce, LossyCodecsAreSummedExactlyOnOneHost) {
 // on every rank, not a hang.
 TEST(ShmAllreduce, LocalCompressMustAgree) {
   const int n = 3;
-  std::vector<TransportPtr> ts = makeLoopbackGroup(n);
-  std::vector<std::unique_ptr<Communicator>> comms;
-  for (int r = 0; r < n; ++r) {
+  std::vector<int> codes(n, -1);
+  const auto optionsOf = [](int r) {
     Options o;
     o.codec.codec = CodecId::kOneBit;
     o.localCompress = r == 2;
     o.timeoutSec = 60;
-    comms.push_back(std::make_unique<Communicator>(std::move(ts[r]), o));
-  }
-  std::vector<int> codes(n, -1);
-  std::vector<std::thread> th;
-  for (int r = 0; r < n; ++r) {
-    th.emplace_back([&, r] {
-      std::vector<float> x(20000, 1.0f);
-      TensorOpts t;
-      t.id = 3;
-      try {
-        comms[r]->allreduce(x.data(), x.data(), x.size(), DataType::kFloat32, RedOp::kSum, t);
-      } catch (const Error& e) {
-        codes[r] = static_cast<int>(e.code());
-      }
-    });
-  }
-  for (auto& t : th) t.join();
+    return o;
+  };
+  runRanks(n, optionsOf, [&](Communicator& c, int r) {
+    std::vector<float> x(20000, 1.0f);
+    TensorOpts t;
+    t.id = 3;
+    try {
+      c.allreduce(x.data(), x.data(), x.size(), DataType::kFloat32, RedOp::kSum, t);
+    } catch (const Error& e) {
+      codes[r] = static_cast<int>(e.code());
+    }
+  });
   for (int r = 0; r < n; ++r) EXPECT_EQ(codes[r], static_cast<int>(ErrorCode::kMismatch)) << "rank " << r;
 }
 
 // Every rank must allow the segment: one rank with shm off, and every rank takes the transport.
 TEST(ShmAllreduce, OneRankWithoutItTurnsItOffEverywhere) {
   const int n = 3;
-  std::vector<TransportPtr> ts = makeLoopbackGroup(n);
-  std::vector<std::unique_ptr<Communicator>> comms;
-  for (int r = 0; r < n; ++r) {
-    Options o;
-    o.shm = r != 1;
-    comms.push_back(std::make_unique<Communicator>(std::move(ts[r]), o));
-  }
   std::vector<int> paths(n, -1);
   std::vector<std::vector<float>> out(n);
-  std::vector<std::thread> th;
-  for (int r = 0; r < n; ++r) {
-    th.emplace_back([&, r] {
-      out[r] = exactInput(5000, r);
-      comms[r]->allreduce(out[r].data(), out[r].data(), 5000, DataType::kFloat32, RedOp::kSum, TensorOpts{});
-      comms[r]->lastAlgo(&paths[r]);
-    });
-  }
-  for (auto& t : th) t.join();
+  const auto optionsOf = [](int r) {
+    Options o;
+    o.shm = r != 1;
+    return o;
+  };
+  runRanks(n, optionsOf, [&](Communicator& c, int r) {
+    out[r] = exactInput(5000, r);
+    c.allreduce(out[r].data(), out[r].data(), 5000, DataType::kFloat32, RedOp::kSum, TensorOpts{});
+    c.lastAlgo(&paths[r]);
+    if (r == 0) {
+      EXPECT_EQ(c.stats().bytesSent > 0, true);  // the ring's messages
+    }
+  });
   for (int r = 0; r < n; ++r) {
     EXPECT_EQ(paths[r], 0);
     EXPECT_TRUE(bitEqual(out[r], out[0]));
   }
-  EXPECT_EQ(comms[0]->stats().bytesSent > 0, true);  // the ring's messages
 }
 
 // One call on both ranks of a pair, so that the segment is up.
