@@ -368,7 +368,7 @@ Row benchSize(Bench& b, size_t size, uint64_t idx) {
   if (allreduce) {
     int ran = 0, native = 0;
     qc(qcclCommGetLastAlgo(b.comm, &ran, &native), b.comm, "qcclCommGetLastAlgo");
-    row.ran = native == 2 ? "shm" : native ? "native" : algoName(ran);
+    row.ran = native == 3 ? "rd" : native == 2 ? "shm" : native ? "native" : algoName(ran);
   } else {
     row.ran = b.schedule();
   }

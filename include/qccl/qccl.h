@@ -252,8 +252,10 @@ qcclResult_t qcclCommGetStats(const qcclComm_t comm, qcclStats_t* stats);
 /** The schedule the last allreduce on comm ran (*algo: a qcclAlgo_t, never qcclAlgoAuto once a
  *  call completed; qcclAlgoAuto before the first), and *native = 1 when it handed the sum to the
  *  MPI library instead (auto with nothing to compress), 2 when it summed in qccl's shared-memory
- *  segment (auto with nothing to compress, every rank on one host; QCCL_SHM), 0 otherwise. Either
- *  pointer may be NULL. Callable from any thread. Tells what auto chose (see autoHier). New in 0.2.0. */
+ *  segment (auto with nothing to compress, every rank on one host; QCCL_SHM), 3 when the sum rode
+ *  along with auto's cross-rank check of the call, a recursive doubling over qccl's own messages
+ *  (fp32 host buffers of at most 4096 elements, nothing to compress, over MPI without the
+ *  segment), 0 otherwise. Either pointer may be NULL. Callable from any thread. Tells what auto chose (see autoHier). New in 0.2.0. */
 qcclResult_t qcclCommGetLastAlgo(const qcclComm_t comm, int* algo, int* native);
 /** Frees the error-feedback state of tensor `id`. */
 qcclResult_t qcclTensorRelease(qcclComm_t comm, uint64_t id);

@@ -19,6 +19,7 @@
 #include <tuple>
 #include <utility>
 
+#include "core/call_check.hpp"
 #include "core/device_path.hpp"
 #include "core/executor.hpp"
 #include "core/memory_space.hpp"
@@ -101,18 +102,18 @@ struct Communicator::Impl {
   static constexpr size_t kMaxCachedPlans = 256;
   std::map<std::pair<size_t, size_t>, HierPlan> hierPlans;  // by (count, alignment), same bound
   std::map<size_t, HierAllgatherPlan> hierGatherPlans;      // by count, same bound
-  // The cross-rank check's buffer. Heap memory that an abandoned check may still write into is
-  // leaked on purpose rather than freed under MPI (see agree()).
-  static constexpr int kCheckWords = 6;
-  static_assert(2 * kCheckWords == CheckBuffer::kWords, "the check's words and its buffer");
-  CheckBuffer* checkBuf = new CheckBuffer;
+  // The cross-rank check's two message buffers (call_check.hpp), kept between calls.
+  static constexpr int kCheckWords = CallCheck::kWords;
+  std::vector<float> checkScratch;
   // Published at the end of every call, so that stats() from another thread never races the call.
   WaitTimes nativeWaits;  // waits for the transport's own collectives (check, native allreduce)
   std::atomic<double> statEncode{0}, statDecode{0}, statWait{0}, statIdle{0};
   std::atomic<uint64_t> statBytesSent{0}, statBytesSentInterHost{0}, statBytesReceived{0}, statCalls{0},
       statResidual{0}, statPeakResidual{0}, statStaging{0}, statPeakStaging{0}, statTensors{0}, statEvictions{0};
-  std::atomic<int> statLastAlgo{static_cast<int>(Algo::kAuto)};  // an Algo, + kNativeFlag for the native path
-  static constexpr int kNativeFlag = 256, kShmFlag = 512;
+  // An Algo, + kNativeFlag for the library's sum, kShmFlag for the segment's, kCheckFlag for a sum
+  // that rode along with the cross-rank check (call_check.hpp).
+  std::atomic<int> statLastAlgo{static_cast<int>(Algo::kAuto)};
+  static constexpr int kNativeFlag = 256, kShmFlag = 512, kCheckFlag = 768;
   const bool hostsShared;  // where hier differs from flat (sharesHosts())
   const bool oneHost;      // every rank on one host (allOnOneHost())
   // The shared segment of `auto` on one host: set up by the first `auto` allreduce (setupShm()),
@@ -128,10 +129,7 @@ struct Communicator::Impl {
         tensors(opts.maxResidualBytes),
         hostsShared(sharesHosts(transport->hostOfRanks())),
         oneHost(allOnOneHost(transport->hostOfRanks())) {}
-  ~Impl() {
-    tensors.releaseAll();
-    delete checkBuf;
-  }
+  ~Impl() { tensors.releaseAll(); }
 
   void checkUsable() const {
     if (failed) QCCL_THROW(ErrorCode::kCommFailed, "communicator failed earlier: " + failure);
@@ -298,8 +296,10 @@ struct Communicator::Impl {
   }
 
   // A small sum that may ride along with the cross-rank check (agree()): the call's fp32 host input
-  // and output; `done` is set when the check computed the sum too.
+  // and output (`host`: it is one; the pointers may be null for 0 elements); `done` is set when the
+  // check computed the sum too.
   struct Fuse {
+    bool host = false;
     const float* in = nullptr;
     float* out = nullptr;
     bool done = false;
@@ -474,15 +474,14 @@ Selection Communicator::Impl::tune(TensorState& st, const TensorOpts& t, const S
   return tu.choice == 1 ? hier : flat;
 }
 
-// The cross-rank check of `auto` over a transport with a native path: one small collective of the
-// call's description and of the path this rank chose, as a minimum over ranks of every word and of
-// its negation. Every rank learns whether all agree before any rank acts on its choice, so a
-// disagreement (counts on both sides of minCompressBytes, different codecs, warm-up or thresholds)
-// is kMismatch on every rank instead of two paths that wait for each other.
-// The collective has the same size whatever the call (CheckBuffer), and room for
-// CheckBuffer::kFloats floats summed beside the words: an uncompressed fp32 host call that small
-// puts its input there (`fuse`), and once every rank agrees (that it fused is one of the words)
-// the sum is its result, so a small call costs one collective instead of two.
+// The cross-rank check of `auto` over a transport with a native path (call_check.hpp): every rank
+// learns whether all ranks describe the call alike (its words, and the path this rank chose) before
+// any rank acts on its choice, so a disagreement (counts on both sides of minCompressBytes,
+// different codecs, warm-up or thresholds) is kMismatch on every rank instead of two paths that
+// wait for each other. An uncompressed fp32 host call of at most CallCheck::kMaxFloats elements
+// puts its floats in the check's messages (`fuse`; that it fused is one of the words), and once
+// every rank agrees the sum is its result: a small call costs one recursive-doubling exchange
+// instead of a check and then the library's collective.
 // The words of the cross-rank check: the call's description and the path this rank chose (the
 // check of agree() over MPI, and ShmGroup's on one host; the last words stay 0 for the latter).
 void Communicator::Impl::callWords(const TensorOpts& t, size_t count, DataType dtype, RedOp op,
@@ -515,53 +514,25 @@ void Communicator::Impl::throwDisagreement(int word, const char* what) const {
 
 void Communicator::Impl::agree(const TensorOpts& t, size_t count, DataType dtype, RedOp op, const CodecConfig& asked,
                                const Selection& s, Fuse* fuse) {
-  const bool fused = fuse != nullptr && fuse->in != nullptr && s.native && count <= CheckBuffer::kFloats;
+  const bool fused = fuse != nullptr && fuse->host && s.native && count <= CallCheck::kMaxFloats;
   int64_t mine[ShmGroup::kDescWords];
   callWords(t, count, dtype, op, asked, s, fused, mine);
-  CheckBuffer* buf = checkBuf;
-  int64_t* words = buf->words;
-  for (int i = 0; i < kCheckWords; ++i) {
-    words[i] = mine[i];
-    words[kCheckWords + i] = -mine[i];
-  }
-  std::memset(buf->sum, 0, sizeof buf->sum);
-  if (fused && count > 0) std::memcpy(buf->sum, fuse->in, count * sizeof(float));
   guarded([&] {
-    RequestPtr check = transport->iallreduceCheck(buf);
-    QCCL_CHECK(check != nullptr, ErrorCode::kInternalError, "allreduce: the transport's check collective went away");
+    WaitSpec w = waitSpec("allreduce (check of the call across ranks)");
+    w.busyPoll = CallCheck::kBusyPoll;
+    int bad = -1;
     try {
-      try {
-        waitCollective(*check, "allreduce (check of the call across ranks)");
-      } catch (const Error& e) {
-        // A rank that finished the check first and found a disagreement aborts at once; its
-        // notice can overtake the last bytes of this rank's own check. Give the check a moment to
-        // complete, so that every rank reports the disagreement itself (qcclMismatch) rather than
-        // the peer's abort; rethrow the abort if the check does not complete.
-        if (e.code() != ErrorCode::kRemoteError) throw;
-        WaitSpec grace = waitSpec("allreduce (check of the call across ranks, after a peer's abort)");
-        grace.hearAborts = false;
-        grace.deadline = std::min(grace.deadline, deadlineIn(1.0));
-        try {
-          waitUntil(*transport, grace, [&](bool*) { return check->test(); });
-        } catch (const Error&) {
-          throw e;
-        }
-        bool agree = true;
-        for (int i = 0; i < kCheckWords; ++i)
-          agree = agree && words[i] == mine[i] && -words[kCheckWords + i] == mine[i];
-        if (agree) throw;
-      }
+      bad = checkCall(*transport, w, mine, fused && count > 0 ? fuse->in : nullptr, fused ? fuse->out : nullptr, count,
+                      checkScratch);
     } catch (...) {
-      checkBuf = nullptr;  // MPI may still write into the abandoned buffer: leak it
+      // A receive the transport could not take back may still land in the abandoned messages (as
+      // with the executor's slots after a failure): their memory is leaked, never reused.
+      (void)new std::vector<float>(std::move(checkScratch));
+      checkScratch = std::vector<float>();
       throw;
     }
-    for (int i = 0; i < kCheckWords; ++i) {
-      if (words[i] != mine[i] || -words[kCheckWords + i] != mine[i]) throwDisagreement(i);
-    }
-    if (fused) {
-      if (count > 0) std::memcpy(fuse->out, buf->sum, count * sizeof(float));
-      fuse->done = true;
-    }
+    if (bad >= 0) throwDisagreement(bad);
+    if (fused) fuse->done = true;
   });
 }
 
@@ -660,6 +631,7 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
   int trial = -1;
   Fuse fuse;  // a small fp32 host call may be summed by the cross-rank check itself
   if (dtype == DataType::kFloat32 && !space.isDevice()) {
+    fuse.host = true;
     fuse.in = static_cast<const float*>(send);
     fuse.out = static_cast<float*>(recv);
   }
@@ -705,7 +677,10 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
     if (best == 0 || sec < best) best = sec;
     ++st->tune.trials;
   }
-  statLastAlgo.store(static_cast<int>(s.algo) + (s.native ? kNativeFlag : 0) + (s.shm ? kShmFlag : 0));
+  statLastAlgo.store(static_cast<int>(s.algo) + (fuse.done  ? kCheckFlag
+                                                 : s.native ? kNativeFlag
+                                                 : s.shm    ? kShmFlag
+                                                            : 0));
   if (op == RedOp::kAvg) space.scale(work, count, 1.0f / static_cast<float>(transport->size()));
   if (dtype != DataType::kFloat32) space.fromFloat(work, dtype, recv, count);
 }
@@ -899,7 +874,7 @@ bool Communicator::failed() const { return impl_->failed || impl_->cancel.load()
 
 Algo Communicator::lastAlgo(int* path) const {
   const int v = impl_->statLastAlgo.load();
-  if (path != nullptr) *path = v >= Impl::kShmFlag ? 2 : v >= Impl::kNativeFlag ? 1 : 0;
+  if (path != nullptr) *path = v / Impl::kNativeFlag;
   return static_cast<Algo>(v % Impl::kNativeFlag);
 }
 

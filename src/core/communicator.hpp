@@ -87,7 +87,8 @@ class Communicator {
   CommStats stats() const;
   /// Thread-safe. The schedule the last allreduce ran (never kAuto; kAuto before the first
   /// allreduce), and in *path how: 0 qccl's messages (the schedule), 1 the transport's library
-  /// (MPI_Iallreduce), 2 qccl's shared-memory sum of a communicator on one host (shm_group.hpp).
+  /// (MPI_Iallreduce), 2 qccl's shared-memory sum of a communicator on one host (shm_group.hpp),
+  /// 3 a small sum carried by the cross-rank check's recursive doubling (call_check.hpp).
   Algo lastAlgo(int* path = nullptr) const;
 
  private:

@@ -22,7 +22,6 @@
 #include <climits>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -146,38 +145,6 @@ class MpiRequest final : public Request {
   MPI_Request req_ = MPI_REQUEST_NULL;
 };
 
-// iallreduceCheck's reduction: the minimum of the words and the sum of the floats of each
-// CheckBuffer. Sums are commutative like MPI_SUM's, so the MPI library reduces them as it reduces
-// MPI_SUM, with the same result on every rank.
-void checkReduce(void* in, void* inout, int* len, MPI_Datatype* /*type*/) {
-  const auto* a = static_cast<const CheckBuffer*>(in);
-  auto* b = static_cast<CheckBuffer*>(inout);
-  for (int e = 0; e < *len; ++e) {
-    for (int w = 0; w < CheckBuffer::kWords; ++w) b[e].words[w] = std::min(a[e].words[w], b[e].words[w]);
-    for (int f = 0; f < CheckBuffer::kFloats; ++f) b[e].sum[f] = a[e].sum[f] + b[e].sum[f];
-  }
-}
-
-// The datatype (one CheckBuffer as bytes) and the operation, made once per process and kept until
-// MPI_Finalize (an abandoned check may still use them).
-void checkTypeAndOp(MPI_Datatype* type, MPI_Op* op) {
-  static std::mutex mu;
-  static MPI_Datatype t = MPI_DATATYPE_NULL;
-  static MPI_Op o = MPI_OP_NULL;
-  std::lock_guard<std::mutex> lock(mu);
-  if (t == MPI_DATATYPE_NULL) {
-    MPI_Datatype made;
-    int rc = PMPI_Type_contiguous(static_cast<int>(sizeof(CheckBuffer)), MPI_BYTE, &made);
-    if (rc == MPI_SUCCESS) rc = PMPI_Type_commit(&made);
-    if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Type_contiguous (check)");
-    rc = PMPI_Op_create(&checkReduce, 1, &o);
-    if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Op_create (check)");
-    t = made;
-  }
-  *type = t;
-  *op = o;
-}
-
 class MpiTransport final : public Transport {
  public:
   MpiTransport(MPI_Comm user, const MpiTransportOptions& options) {
@@ -251,17 +218,6 @@ class MpiTransport final : public Transport {
     int rc = PMPI_Iallreduce(in, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_,
                              static_cast<MpiRequest*>(out.get())->handle());
     if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Iallreduce");
-    ++unfinishedColls_;
-    return out;
-  }
-
-  RequestPtr iallreduceCheck(CheckBuffer* buf) override {
-    MPI_Datatype type;
-    MPI_Op op;
-    checkTypeAndOp(&type, &op);
-    RequestPtr out = acquire(MpiRequest::Kind::kCollective, -1, 0, buf, sizeof *buf);
-    int rc = PMPI_Iallreduce(MPI_IN_PLACE, buf, 1, type, op, comm_, static_cast<MpiRequest*>(out.get())->handle());
-    if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Iallreduce (check)");
     ++unfinishedColls_;
     return out;
   }

@@ -52,16 +52,6 @@ struct RequestDeleter {
 };
 using RequestPtr = std::unique_ptr<Request, RequestDeleter>;
 
-/// The buffer of Transport::iallreduceCheck: the cross-rank check of `auto` (communicator.cc,
-/// agree()) with room for a whole small allreduce beside it, so that one collective both checks a
-/// call and, for at most kFloats elements, computes it.
-struct CheckBuffer {
-  static constexpr int kWords = 12;    ///< minimum over ranks
-  static constexpr int kFloats = 256;  ///< summed over ranks
-  int64_t words[kWords];
-  float sum[kFloats];
-};
-
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -96,11 +86,6 @@ class Transport {
   /// iallreduceSum: recv = fp32 sum over all ranks of send (in place when send == recv); the
   /// result is the same on every rank.
   virtual RequestPtr iallreduceSum(const float* /*send*/, float* /*recv*/, size_t /*count*/) { return nullptr; }
-  /// iallreduceCheck: in place over all ranks, the element-wise minimum of buf->words and the fp32
-  /// sum of buf->sum, in one collective whose size never depends on the call (CheckBuffer), so that
-  /// ranks that disagree on everything else still make the same collective. The sum is the same on
-  /// every rank.
-  virtual RequestPtr iallreduceCheck(CheckBuffer* /*buf*/) { return nullptr; }
 
   /// Host index of every rank (0..H-1 in the order of each host's lowest rank; host_key.hpp says
   /// how transports find it). Default: one host.
@@ -132,6 +117,10 @@ struct WaitSpec {
   bool hearAborts = true;
   /// Accumulates the wait's time when not null.
   WaitTimes* times = nullptr;
+  /// Polls without yielding for this long from the start of the wait, as the MPI library's own
+  /// blocking collectives do, before the yield-then-sleep rounds of waitUntil(). For short
+  /// latency-bound exchanges only (the cross-rank check of a call): 0 for everything else.
+  std::chrono::microseconds busyPoll{0};
 };
 
 /// A deadline `seconds` from now.
@@ -147,7 +136,8 @@ void pollWait(Transport& t, const WaitSpec& w);
 template <class Done>
 void waitUntil(Transport& t, const WaitSpec& w, Done&& done) {
   constexpr int kSpinRounds = 64;
-  const Clock::time_point start = w.times ? Clock::now() : Clock::time_point{};
+  const Clock::time_point start = w.times || w.busyPoll.count() > 0 ? Clock::now() : Clock::time_point{};
+  const Clock::time_point pollUntil = start + w.busyPoll;
   struct Account {  // adds the wait's time on every way out, errors included
     const WaitSpec& w;
     Clock::time_point start;
@@ -161,6 +151,7 @@ void waitUntil(Transport& t, const WaitSpec& w, Done&& done) {
     if (done(&advanced)) return;
     pollWait(t, w);
     if (advanced) round = 0;
+    if (w.busyPoll.count() > 0 && Clock::now() < pollUntil) continue;
     const auto maxWait = round < kSpinRounds ? std::chrono::microseconds(0) : std::chrono::microseconds(50);
     if (w.times) {
       const Clock::time_point i0 = Clock::now();

@@ -256,9 +256,13 @@ class Communicator:
     def last_algo(self) -> str:
         """What the last allreduce ran: ``"ring"``, ``"sra"``, ``"allgather"`` or ``"hier"``, or
         ``"native"`` when auto handed an uncompressed sum to the MPI library, ``"shm"`` when it summed
-        it in qccl's shared-memory segment (every rank on one host); ``"auto"`` before the first
-        call. Shows what ``auto`` chose (see ``auto_hier``)."""
+        it in qccl's shared-memory segment (every rank on one host), ``"rd"`` when the sum rode along
+        with auto's cross-rank check (a recursive doubling over qccl's own messages: at most 4096
+        fp32 elements over MPI); ``"auto"`` before the first call. Shows what ``auto`` chose (see
+        ``auto_hier``)."""
         algo, path = self._comm.last_algo()
+        if path == 3:
+            return "rd"
         if path == 2:
             return "shm"
         if path:
