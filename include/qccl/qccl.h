@@ -255,7 +255,8 @@ qcclResult_t qcclCommGetStats(const qcclComm_t comm, qcclStats_t* stats);
  *  segment (auto with nothing to compress, every rank on one host; QCCL_SHM), 3 when the sum rode
  *  along with auto's cross-rank check of the call, a recursive doubling over qccl's own messages
  *  (fp32 host buffers of at most 4096 elements, nothing to compress, over MPI without the
- *  segment), 0 otherwise. Either pointer may be NULL. Callable from any thread. Tells what auto chose (see autoHier). New in 0.2.0. */
+ *  segment), 0 otherwise. Either pointer may be NULL. Callable from any thread. Tells what auto chose (see autoHier).
+ * New in 0.2.0. */
 qcclResult_t qcclCommGetLastAlgo(const qcclComm_t comm, int* algo, int* native);
 /** Frees the error-feedback state of tensor `id`. */
 qcclResult_t qcclTensorRelease(qcclComm_t comm, uint64_t id);
