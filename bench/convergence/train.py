@@ -47,7 +47,8 @@ sys.path.insert(1, os.path.join(_here, "..", "..", "examples", "python"))
 import qccl  # noqa: E402
 import qccl.torch as qtorch  # noqa: E402
 from qccl.momentum import SCHEMES, default_scheme  # noqa: E402
-from bench_ddp import free_port, interface_address  # noqa: E402  (the DDP benchmark's rendezvous helpers)
+import bench_ddp  # noqa: E402  (the DDP benchmark's rendezvous helpers)
+from bench_ddp import interface_address  # noqa: E402
 from tasks import TASKS, Task  # noqa: E402
 
 CODECS = {"none": ("none", None), "onebit": ("onebit", None), "signscale": ("signscale", None), "maxmin2": ("maxmin", 2),
@@ -205,13 +206,11 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
 
 
 def init_gloo(mpi) -> None:
-    addr = port = None
+    addr = None
     if mpi.rank == 0:
         ifname = os.environ.get("GLOO_SOCKET_IFNAME")
         addr = interface_address(ifname) if ifname else "127.0.0.1"
-        port = free_port(addr)
-    addr, port = mpi.bcast((addr, port), root=0)
-    dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=mpi.rank, world_size=mpi.size)
+    bench_ddp.init_gloo(mpi, mpi.bcast(addr, root=0))
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ this script finds by itself; --master-addr overrides it.
 
 import argparse
 import copy
+import datetime
 import fcntl
 import json
 import os
@@ -78,6 +79,28 @@ def free_port(addr):
     with socket.socket() as s:
         s.bind((addr, 0))
         return s.getsockname()[1]
+
+
+def init_gloo(mpi, addr="127.0.0.1", timeout_s=600.0):
+    """torch.distributed's gloo group over the ranks of an mpi4py communicator. Rank 0's store
+    listens on a port the OS picks, bound before any rank hears of it, and MPI hands the port to
+    the others: no other process can take the port in between, as it can between closing a probe
+    socket (free_port) and the store binding it. A rank 0 that cannot listen is an error on every
+    rank, not ranks left waiting for a store that never comes."""
+    timeout = datetime.timedelta(seconds=timeout_s)
+    store, port, why = None, None, None
+    if mpi.rank == 0:
+        try:
+            store = dist.TCPStore(addr, 0, mpi.size, True, timeout=timeout, wait_for_workers=False)
+            port = store.port
+        except Exception as e:  # noqa: BLE001 (reported on every rank below)
+            why = f"rank 0 could not open torch's TCPStore on {addr}: {e}"
+    port, why = mpi.bcast((port, why), root=0)
+    if why is not None:
+        raise RuntimeError(why)
+    if mpi.rank != 0:
+        store = dist.TCPStore(addr, port, mpi.size, False, timeout=timeout)
+    dist.init_process_group("gloo", store=store, rank=mpi.rank, world_size=mpi.size, timeout=timeout)
 
 
 def make_model(width, layers):
@@ -165,8 +188,7 @@ def main():
     if addr is None:
         ifname = os.environ.get("GLOO_SOCKET_IFNAME")
         addr = interface_address(ifname) if ifname else "127.0.0.1"
-    addr, port = mpi.bcast((addr, free_port(addr)) if mpi.rank == 0 else None, root=0)
-    dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=mpi.rank, world_size=mpi.size)
+    init_gloo(mpi, mpi.bcast(addr, root=0))
     if args.transport == "mpi":
         comm = qccl.from_mpi(mpi)
     else:

@@ -21,7 +21,6 @@ import argparse
 import copy
 import json
 import os
-import socket
 import time
 
 import numpy as np
@@ -36,6 +35,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import qccl
 import qccl.torch as qtorch
+from bench_ddp import init_gloo  # the rendezvous of the DDP benchmark beside this script
 
 VARIANTS = ("fp32", "fp16", "onebit", "maxmin4")
 
@@ -166,13 +166,7 @@ def main():
     mpi = MPI.COMM_WORLD
     if args.batch % mpi.size:
         raise SystemExit(f"--batch {args.batch} must be a multiple of the {mpi.size} ranks")
-    port = None
-    if mpi.rank == 0:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-    port = mpi.bcast(port, root=0)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=mpi.rank, world_size=mpi.size)
+    init_gloo(mpi)  # bench_ddp.py, beside this script
     torch.set_num_threads(1)  # ranks share the machine's cores
     comm = qccl.from_mpi(mpi)
 
