@@ -21,6 +21,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -103,18 +105,38 @@ bool runBasic(qcclComm_t comm, int rank, int n, Report* rep) {
 }
 
 // A TCP port that was free a moment ago on 127.0.0.1 (the kernel picks it).
-int freePort() {
+// A port for the ranks to bind later: from below the kernel's ephemeral range, at random, so
+// that no outgoing connection or port-0 bind of another process (a test running beside this
+// one) can take it between this probe and the ranks' bind, as it could with a port-0 probe.
+bool portFree(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = 0;
-  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  if (fd >= 0) close(fd);
-  return port;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  close(fd);
+  return ok;
+}
+
+int freePort() {
+  int low = 10000, high = 32768;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    int lo = 0, hi = 0;
+    if (std::fscanf(f, "%d %d", &lo, &hi) == 2 && lo > 0) high = lo;
+    std::fclose(f);
+  }
+  if (high - low < 1000) {  // no room below the ephemeral range
+    low = high;
+    high = 65536;
+  }
+  std::mt19937 rng(static_cast<unsigned>(getpid()) ^ static_cast<unsigned>(time(nullptr)));
+  for (int i = 0; i < 200; ++i) {
+    const int port = low + static_cast<int>(rng() % static_cast<unsigned>(high - low));
+    if (portFree(port)) return port;
+  }
+  return 0;
 }
 
 // The child process of one rank. Never returns.

@@ -11,29 +11,42 @@ the first non-zero status of any rank (or 124 on timeout).
 
 import argparse
 import os
+import random
 import socket
 import subprocess
 import sys
 import time
 
 
+def ephemeral_low() -> int:
+    """The lowest port of the kernel's ephemeral range (ip_local_port_range)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(span: int = 4) -> int:
     """A port p with p .. p + span - 1 all free: torch's store takes MASTER_PORT, qccl.from_env()
-    MASTER_PORT + 1, and the tests bootstrap extra communicators on + 2 and + 3."""
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port + span > 65536:
-            continue
+    MASTER_PORT + 1, and the tests bootstrap extra communicators on + 2 and + 3. The ranks bind
+    them only later, so the ports come from below the kernel's ephemeral range, at random: every
+    outgoing connection and every port-0 bind of another process (the tests running beside this
+    one) draws from that range and could take a port probed free there before its rank binds it."""
+    low, high = 10000, ephemeral_low() - span
+    if high - low < 1000:  # no room below the ephemeral range: probe inside it
+        low, high = high + span, 65536 - span
+    rng = random.Random(os.getpid() ^ time.time_ns())
+    for _ in range(200):
+        port = rng.randrange(low, high)
         try:
-            for k in range(1, span):
-                with socket.socket() as s2:
-                    s2.bind(("127.0.0.1", port + k))
+            for k in range(span):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port + k))
             return port
         except OSError:
             continue
-    raise RuntimeError(f"no {span} consecutive free ports on 127.0.0.1")
+    raise RuntimeError(f"no {span} consecutive free ports on 127.0.0.1 in [{low}, {high + span})")
 
 
 def main() -> int:
