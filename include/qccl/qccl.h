@@ -194,8 +194,9 @@ typedef struct qcclComm* qcclComm_t;
 
 /** Counters of one communicator, for benchmarks. */
 typedef struct {
-  uint64_t bytesSent; /**< payload + headers qccl itself sent from this rank (not the bytes of the
-                           MPI library's own allreduce, which `auto` uses when nothing is compressed) */
+  uint64_t bytesSent; /**< payload + headers qccl itself sent from this rank, the messages of
+                           `auto`'s cross-rank check included (not the bytes of the MPI library's
+                           own allreduce, which `auto` uses when nothing is compressed) */
   uint64_t bytesReceived;
   uint64_t calls;         /**< collectives completed */
   uint64_t residualBytes; /**< error-feedback memory held now */

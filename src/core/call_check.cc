@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "qccl/error.hpp"
 
@@ -20,8 +21,11 @@ constexpr int64_t kCountWord = 1;
 // One recursive-doubling exchange at a time: post the receive, send, wait for both, then compare.
 class Exchanger {
  public:
-  Exchanger(Transport& t, const WaitSpec& w, const int64_t* words, float* mine, float* theirs, size_t bytes)
-      : t_(t), w_(w), words_(words), mine_(mine), theirs_(theirs), bytes_(bytes) {}
+  Exchanger(Transport& t, const WaitSpec& w, const int64_t* words, float* mine, float* theirs, size_t bytes,
+            CheckTraffic* traffic)
+      : t_(t), w_(w), words_(words), mine_(mine), theirs_(theirs), bytes_(bytes), traffic_(traffic) {
+    if (traffic_ != nullptr) hosts_ = t_.hostOfRanks();
+  }
 
   int64_t verdict() const { return verdict_; }
   const std::exception_ptr& remote() const { return remote_; }
@@ -33,6 +37,10 @@ class Exchanger {
     const uint32_t tag = t_.tagLimit() - 1 - round;
     RequestPtr r = recv ? t_.irecv(peer, tag, theirs_, kMsgFloats * sizeof(float)) : nullptr;
     RequestPtr s = send ? t_.isend(peer, tag, mine_, bytes_) : nullptr;
+    if (send && traffic_ != nullptr) {
+      traffic_->sent += bytes_;
+      if (otherHost(peer)) traffic_->sentInterHost += bytes_;
+    }
     bool rDone = !recv, sDone = !send, refused = false;
     auto done = [&](bool* advanced) {
       if (!rDone) {
@@ -50,6 +58,7 @@ class Exchanger {
     wait(done);
     if (!recv) return false;
     const size_t got = refused ? 0 : r->bytes();
+    if (traffic_ != nullptr) traffic_->received += got;
     if (got < kHeadFloats * sizeof(float)) {
       verdict_ = std::min(verdict_, kCountWord);
       return false;
@@ -66,6 +75,11 @@ class Exchanger {
   }
 
  private:
+  bool otherHost(int peer) const {
+    const size_t me = static_cast<size_t>(t_.rank()), p = static_cast<size_t>(peer);
+    return me < hosts_.size() && p < hosts_.size() && hosts_[p] != hosts_[me];
+  }
+
   // waitUntil(), except that a peer's abort notice switches to a grace period of at most a second
   // without hearing aborts (see checkCall()); any failure after that is the abort.
   template <class Done>
@@ -99,6 +113,8 @@ class Exchanger {
   float* mine_;
   float* theirs_;
   size_t bytes_;
+  CheckTraffic* traffic_;
+  std::vector<int> hosts_;  // hostOfRanks(), when traffic_ counts
   int64_t verdict_ = kAgreed;
   std::exception_ptr remote_;
 };
@@ -106,7 +122,7 @@ class Exchanger {
 }  // namespace
 
 int checkCall(Transport& t, const WaitSpec& w, const int64_t* words, const float* in, float* out, size_t count,
-              std::vector<float>& scratch) {
+              std::vector<float>& scratch, CheckTraffic* traffic) {
   QCCL_CHECK(in == nullptr || (out != nullptr && count <= CallCheck::kMaxFloats), ErrorCode::kInternalError,
              "check of the call: a sum of " + std::to_string(count) + " elements cannot ride along");
   const size_t n = in != nullptr ? count : 0;
@@ -120,7 +136,7 @@ int checkCall(Transport& t, const WaitSpec& w, const int64_t* words, const float
     const float* b = theirs + kHeadFloats;
     for (size_t i = 0; i < n; ++i) acc[i] = acc[i] + b[i];
   };
-  Exchanger ex(t, w, words, mine, theirs, (kHeadFloats + n) * sizeof(float));
+  Exchanger ex(t, w, words, mine, theirs, (kHeadFloats + n) * sizeof(float), traffic);
 
   // Recursive doubling over the largest power of two p <= size; each of the first 2 * (size - p)
   // ranks pairs up first (the even one hands its part to the odd one and gets the result last).

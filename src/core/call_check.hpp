@@ -46,17 +46,27 @@ struct CallCheck {
   static constexpr std::chrono::microseconds kBusyPoll{250};
 };
 
+/// What checks moved, added up over calls (the communicator's bytesSent, bytesSentInterHost and
+/// bytesReceived count these too: they are qccl's own messages, the small sums in them included).
+struct CheckTraffic {
+  uint64_t sent = 0;
+  uint64_t sentInterHost = 0;  ///< the part of `sent` that went to ranks on other hosts (hostOfRanks())
+  uint64_t received = 0;
+};
+
 /// Runs the check on `t`: `words` (CallCheck::kWords) describe this rank's call. When `in` is not
 /// null, `count` (<= CallCheck::kMaxFloats) floats of `in` are summed over all ranks into `out`
 /// (may equal `in`), written only when every rank agreed. Returns -1 when every rank's words
 /// agreed, else the index of a word on which two ranks differ (1, the count, where a message had
-/// the wrong size). `scratch` holds the two message buffers between calls.
+/// the wrong size). `scratch` holds the two message buffers between calls. When `traffic` is not
+/// null, the bytes of every message sent and received are added to it as they go (a check that
+/// fails has still sent them).
 ///
 /// Waits go through waitUntil() with `w`. A peer's abort notice during the check (a peer that
 /// found the disagreement first and gave up) does not end it at once: the exchange is given up to
 /// a second to finish, so that every rank reports the disagreement itself; where the words agreed,
 /// or the exchange does not finish, the abort (kRemoteError) is rethrown.
 int checkCall(Transport& t, const WaitSpec& w, const int64_t* words, const float* in, float* out, size_t count,
-              std::vector<float>& scratch);
+              std::vector<float>& scratch, CheckTraffic* traffic = nullptr);
 
 }  // namespace qccl

@@ -105,6 +105,7 @@ struct Communicator::Impl {
   // The cross-rank check's two message buffers (call_check.hpp), kept between calls.
   static constexpr int kCheckWords = CallCheck::kWords;
   std::vector<float> checkScratch;
+  CheckTraffic checkTraffic;  // the cross-rank checks' messages, in bytesSent/bytesReceived too
   // Published at the end of every call, so that stats() from another thread never races the call.
   WaitTimes nativeWaits;  // waits for the transport's own collectives (check, native allreduce)
   std::atomic<double> statEncode{0}, statDecode{0}, statWait{0}, statIdle{0};
@@ -279,9 +280,9 @@ struct Communicator::Impl {
     // The shared segment counts with its part per rank (every rank maps all of it).
     const uint64_t spaces = host->bytesHeld() + (dev ? dev->bytesHeld() : 0) +
                             (shm ? shm->bytes() / static_cast<uint64_t>(shm->size()) : 0);
-    statBytesSent.store(e.bytesSent);
-    statBytesSentInterHost.store(e.bytesSentInterHost);
-    statBytesReceived.store(e.bytesReceived);
+    statBytesSent.store(e.bytesSent + checkTraffic.sent);
+    statBytesSentInterHost.store(e.bytesSentInterHost + checkTraffic.sentInterHost);
+    statBytesReceived.store(e.bytesReceived + checkTraffic.received);
     statResidual.store(t.bytes);
     statPeakResidual.store(t.peakBytes);
     statTensors.store(t.tensors);
@@ -523,7 +524,7 @@ void Communicator::Impl::agree(const TensorOpts& t, size_t count, DataType dtype
     int bad = -1;
     try {
       bad = checkCall(*transport, w, mine, fused && count > 0 ? fuse->in : nullptr, fused ? fuse->out : nullptr, count,
-                      checkScratch);
+                      checkScratch, &checkTraffic);
     } catch (...) {
       // A receive the transport could not take back may still land in the abandoned messages (as
       // with the executor's slots after a failure): their memory is leaked, never reused.

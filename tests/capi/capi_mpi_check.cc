@@ -110,8 +110,20 @@ void checkExactAllreduce(qcclComm_t comm, size_t count, int algo) {
   qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
   t.codec = qcclCodecNone;
   t.algo = algo;
+  qcclStats_t s0{}, s1{};
+  qcclCommGetStats(comm, &s0);
   qcclResult_t r = qcclAllreduce(send.data(), recv.data(), count, qcclFloat32, qcclSum, &t, comm, nullptr);
   EXPECT(r == qcclSuccess, "allreduce algo %d count %zu: %s", algo, count, qcclGetLastError(comm));
+  qcclCommGetStats(comm, &s1);
+  if (algo == qcclAlgoAuto && gSize >= 2 && !gShm && gTransport == "mpi") {
+    // The check's messages are qccl's own: at least one of 7 header words (and the floats where it
+    // carried the sum) per call, in bytesSent and bytesReceived.
+    const uint64_t msg = 56 + (count <= 4096 ? 4 * count : 0);
+    EXPECT(s1.bytesSent - s0.bytesSent >= msg && s1.bytesReceived - s0.bytesReceived >= msg,
+           "auto count %zu: the check's %llu-byte messages are not in the stats (sent %llu, received %llu)", count,
+           static_cast<unsigned long long>(msg), static_cast<unsigned long long>(s1.bytesSent - s0.bytesSent),
+           static_cast<unsigned long long>(s1.bytesReceived - s0.bytesReceived));
+  }
   if (algo == qcclAlgoAuto) {
     // Nothing to compress, every rank on this host: the shared-memory sum, else over MPI the
     // cross-rank check's own sum up to 4096 floats (3) and the MPI library's allreduce above it

@@ -25,8 +25,8 @@ WaitSpec spec(double seconds = 20.0) {
 }
 
 // Runs fn(transport, rank) on n loopback ranks, one thread each; an exception fails the test.
-void onRanks(int n, const std::function<void(Transport&, int)>& fn) {
-  std::vector<TransportPtr> ts = makeLoopbackGroup(n);
+void onRanks(int n, const std::function<void(Transport&, int)>& fn, const std::vector<int>& hostOf = {}) {
+  std::vector<TransportPtr> ts = makeLoopbackGroup(n, hostOf);
   std::vector<std::string> errors(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
@@ -195,6 +195,51 @@ TEST(CallCheck, APeerThatGivesUpEndsTheCheckWithItsAbort) {
     }
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
   });
+}
+
+TEST(CallCheck, TrafficCountsEveryMessageSentAndReceived) {
+  // Four ranks on two hosts {0, 1} and {2, 3}: recursive doubling pairs 0-1 and 2-3 first (same
+  // host), then 0-2 and 1-3 (across), so each rank sends one message within its host and one
+  // across; a message is the 7 header words (56 bytes) and the floats. Five ranks: rank 4 is
+  // beyond the largest power of two, so ranks 0 and 1 pair first and last (two more messages).
+  for (size_t count : {size_t{0}, size_t{100}}) {
+    const uint64_t msg = 56 + 4 * count;
+    std::vector<CheckTraffic> got(4);
+    onRanks(4,
+            [&](Transport& t, int r) {
+              int64_t w[CallCheck::kWords];
+              wordsOf(w, static_cast<int64_t>(count));
+              std::vector<float> in(count, 1.0f), scratch;
+              CheckTraffic& tr = got[static_cast<size_t>(r)];
+              EXPECT_EQ(checkCall(t, spec(), w, count ? in.data() : nullptr, count ? in.data() : nullptr, count,
+                                  scratch, &tr),
+                        -1);
+              // Calls add up.
+              EXPECT_EQ(checkCall(t, spec(), w, nullptr, nullptr, count, scratch, &tr), -1);
+            },
+            {0, 0, 1, 1});
+    for (int r = 0; r < 4; ++r) {
+      const CheckTraffic& tr = got[static_cast<size_t>(r)];
+      EXPECT_EQ(tr.sent, 2 * msg + 2 * 56) << "rank " << r << " count " << count;
+      EXPECT_EQ(tr.received, tr.sent) << "rank " << r;
+      EXPECT_EQ(tr.sentInterHost, msg + 56) << "rank " << r;
+    }
+  }
+  std::vector<CheckTraffic> got(5);
+  onRanks(5, [&](Transport& t, int r) {
+    int64_t w[CallCheck::kWords];
+    wordsOf(w, 8);
+    std::vector<float> in(8, 1.0f), scratch;
+    EXPECT_EQ(checkCall(t, spec(), w, in.data(), in.data(), 8, scratch, &got[static_cast<size_t>(r)]), -1);
+  });
+  uint64_t sent = 0, received = 0;
+  for (const CheckTraffic& tr : got) {
+    sent += tr.sent;
+    received += tr.received;
+    EXPECT_EQ(tr.sentInterHost, 0u);  // one host
+  }
+  EXPECT_EQ(sent, received);
+  EXPECT_EQ(sent, (2 * 4 + 2) * (56u + 4 * 8));  // 4 ranks x 2 rounds, then the pair's first and last
 }
 
 TEST(CallCheck, TooLargeASumIsRefused) {
