@@ -169,9 +169,14 @@ double exactResult(const Bench& b, size_t count, size_t i, int me) {
 }
 
 // Rank 0 only: the same collective over the loopback transport with the same config and inputs.
+// The loopback ranks share one host, where `auto` would sum a compressed call exactly in the
+// shared segment; the replay only runs for a call that compressed (checkSize()), so it compresses
+// as asked wherever its ranks are (localCompress), as the timed ranks on other hosts did.
 std::vector<float> replay(const Bench& b, size_t count, const qcclTensorOpts_t& t) {
   std::vector<qcclComm_t> comms(gSize);
-  qc(qcclCommInitLoopback(comms.data(), gSize, &b.cfg), nullptr, "qcclCommInitLoopback");
+  qcclConfig_t cfg = b.cfg;
+  cfg.localCompress = 1;
+  qc(qcclCommInitLoopback(comms.data(), gSize, &cfg), nullptr, "qcclCommInitLoopback");
   std::vector<float> out(b.recvCount(count));
   std::vector<std::thread> threads;
   for (int r = 0; r < gSize; ++r) {
@@ -413,6 +418,35 @@ Row benchSize(Bench& b, size_t size, uint64_t idx) {
   return row;
 }
 
+// Ranks that share this machine's cores: those running on the same kernel (its boot id), whatever
+// host they stand for. The emulated cluster's hosts are network namespaces of one machine, each
+// with its own orted, so MPI's shared-memory split sees one rank per node while all of them
+// share the same 2 cores. Without a boot id (not Linux), MPI's shared-memory split.
+int ranksOnThisMachine() {
+  constexpr int kKey = 64;
+  char key[kKey] = {};
+  bool have = false;
+  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    have = std::fgets(key, kKey, f) != nullptr;
+    std::fclose(f);
+  }
+  int allHave = 0, mine = have ? 1 : 0;
+  MPI_Allreduce(&mine, &allHave, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!allHave) {
+    MPI_Comm node;
+    int onNode = 1;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &onNode);
+    MPI_Comm_free(&node);
+    return onNode;
+  }
+  std::vector<char> all(static_cast<size_t>(kKey) * static_cast<size_t>(gSize));
+  MPI_Allgather(key, kKey, MPI_CHAR, all.data(), kKey, MPI_CHAR, MPI_COMM_WORLD);
+  int same = 0;
+  for (int r = 0; r < gSize; ++r) same += std::memcmp(all.data() + static_cast<size_t>(r) * kKey, key, kKey) == 0;
+  return same;
+}
+
 // Fits the link from the rows' qccl_ring times and fills every compressed row's prediction.
 bench::LinkFit applyModel(const Bench& b, std::vector<Row>* rows) {
   std::vector<double> w, t;
@@ -425,12 +459,9 @@ bench::LinkFit applyModel(const Bench& b, std::vector<Row>* rows) {
   }
   bench::LinkFit fit = bench::fitRing(w, t, gSize);
   if (!fit.ok || b.a.allgather || b.a.reduceScatter || b.opts.codec == qcclCodecNone) return fit;
-  MPI_Comm node;
-  int onNode = 1;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  MPI_Comm_size(node, &onNode);
-  MPI_Comm_free(&node);
-  const double share = static_cast<double>(onNode) / static_cast<double>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  const int onMachine = ranksOnThisMachine();
+  const double share =
+      static_cast<double>(onMachine) / static_cast<double>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   for (Row& r : *rows) {
     if (r.ran == "hier") continue;  // the model covers the flat schedules only
     const char* algo = effectiveAlgo(b, r.count);

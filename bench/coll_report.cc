@@ -75,7 +75,8 @@ const char kCollHelp[] =
     "Model (allreduce, needs the qccl_ring baseline at two sizes or more): an alpha-beta fit of the\n"
     "link from qccl's fp32 ring rows, then per compressed row predicted_s = rounds*alpha +\n"
     "wire_bytes*beta + codec CPU (bytes encoded and decoded at the measured throughput, times\n"
-    "ranks-on-this-node / cores), and breakeven_gbit, the link rate below which the codec beats the\n"
+    "ranks-on-this-machine / cores, at least 1; ranks on one kernel share its cores, the emulated\n"
+    "cluster's hosts included), and breakeven_gbit, the link rate below which the codec beats the\n"
     "fp32 ring. Printed after the rows (JSON: objects with \"model\").\n"
     "peak_mem_bytes = max over ranks of qccl's residual + peak staging bytes; max_rss_bytes = the\n"
     "largest process max RSS.\n";

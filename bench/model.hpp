@@ -7,8 +7,8 @@
 // rows (at least two sizes). A compressed row with W_c measured wire bytes per rank and R rounds
 // then takes R alpha + W_c beta on the wire, plus the codec's CPU time: the bytes it encodes and
 // decodes per rank over the single-thread throughputs measured with every other rank idle, times
-// the CPU share (ranks on this node / cores, at least 1: the ranks of the emulated cluster share
-// two cores).
+// the CPU share (ranks on this machine, i.e. on the same kernel, / cores, at least 1: the ranks of
+// the emulated cluster share two cores although MPI sees each namespace as a node of its own).
 #pragma once
 
 #include <cstddef>
