@@ -40,11 +40,12 @@ def pytest_runtest_makereport(item, call):
     if world is None:
         return
     sys.stdout.flush()
-    sys.stderr.write(
+    err = _uncaptured_stderr(item.config)
+    err.write(
         f"\n[rank {world.Get_rank()}/{world.Get_size()}] {item.nodeid} FAILED ({report.when});"
         f" the ranks are out of step, so the job ends here.\n{report.longreprtext}\n"
     )
-    sys.stderr.flush()
+    err.flush()
     world.Abort(1)
 
 
