@@ -202,8 +202,8 @@ qccl::Options configToOptions(const qcclConfig_t* c) {
   o.codec.seed = c->seed;
   qccl::validateConfig(o.codec);
   o.minCompressBytes = c->minCompressBytes;
-  if (c->chunkBytes < 4 || c->chunkBytes > qccl::kMaxChunkBytes)
-    invalid("config->chunkBytes = " + std::to_string(c->chunkBytes) + " is not in 4 .. 1 GiB");
+  if (c->chunkBytes != 0 && (c->chunkBytes < 4 || c->chunkBytes > qccl::kMaxChunkBytes))
+    invalid("config->chunkBytes = " + std::to_string(c->chunkBytes) + " is neither 0 (by codec) nor in 4 .. 1 GiB");
   o.chunkBytes = c->chunkBytes;
   if (c->pipelineDepth < 1 || c->pipelineDepth > qccl::kMaxPipelineDepth)
     invalid("config->pipelineDepth = " + std::to_string(c->pipelineDepth) + " is not in 1..64");

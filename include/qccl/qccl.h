@@ -106,7 +106,9 @@ typedef enum {
  *    QCCL_STOCHASTIC   stochastic       0|1 stochastic rounding for maxmin (default 0)
  *    QCCL_SEED         seed             stochastic rounding seed (default 0)
  *    QCCL_MIN_COMPRESS minCompressBytes below this tensor size auto sends fp32 (default 65536)
- *    QCCL_CHUNK_BYTES  chunkBytes       pipeline chunk, fp32 bytes (default 4 MiB)
+ *    QCCL_CHUNK_BYTES  chunkBytes       pipeline chunk, fp32 bytes (default 0: by the codec on the
+ *                                       wire, 4 MiB for fp32, onebit and signscale, 1 MiB for the
+ *                                       others)
  *    QCCL_PIPELINE     pipelineDepth    chunks in flight per peer (default 2)
  *    QCCL_TIMEOUT      timeoutSec       seconds any wait may take (default 300)
  *    QCCL_WARMUP       warmupCalls      first N calls per tensor uncompressed (default 0)

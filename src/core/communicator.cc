@@ -219,7 +219,7 @@ struct Communicator::Impl {
     ExecParams p;
     p.codec = cfg;
     p.seq = seq;
-    p.chunkElems = Executor::chunkElemsFor(cfg, opts.chunkBytes);
+    p.chunkElems = Executor::chunkElemsFor(cfg, opts.chunkBytes ? opts.chunkBytes : chunkBytesFor(cfg.codec));
     p.depth = opts.pipelineDepth;
     p.timeoutSec = opts.timeoutSec;
     p.cancel = &cancel;

@@ -150,8 +150,9 @@ void validate(const Options& o) {
   // Checked for every codec: a tensor may later name a bucketed codec the default does not.
   QCCL_CHECK(o.codec.bucket >= 32 && o.codec.bucket <= kMaxBucket && o.codec.bucket % 32 == 0,
              ErrorCode::kInvalidArgument, "options: bucket must be a multiple of 32 in [32, 65536]");
-  QCCL_CHECK(o.chunkBytes >= sizeof(float) && o.chunkBytes <= kMaxChunkBytes, ErrorCode::kInvalidArgument,
-             "options: chunkBytes must be in [4, 1 GiB], got " + std::to_string(o.chunkBytes));
+  QCCL_CHECK(o.chunkBytes == 0 || (o.chunkBytes >= sizeof(float) && o.chunkBytes <= kMaxChunkBytes),
+             ErrorCode::kInvalidArgument,
+             "options: chunkBytes must be 0 (by codec) or in [4, 1 GiB], got " + std::to_string(o.chunkBytes));
   QCCL_CHECK(o.pipelineDepth >= 1 && o.pipelineDepth <= kMaxPipelineDepth, ErrorCode::kInvalidArgument,
              "options: pipelineDepth must be in [1, 64], got " + std::to_string(o.pipelineDepth));
   QCCL_CHECK(o.timeoutSec > 0.0 && std::isfinite(o.timeoutSec), ErrorCode::kInvalidArgument,

@@ -29,11 +29,23 @@ constexpr size_t kMaxChunkBytes = size_t{1} << 30;  ///< a chunk's encoding must
 constexpr int kMaxPipelineDepth = 64;
 constexpr size_t kMaxShmChunkBytes = size_t{256} << 20;
 
+/// The pipeline chunk (fp32 bytes) of a codec when Options::chunkBytes is 0. Measured on 4 emulated
+/// hosts at 1 Gbit/s (bench/RESULTS.md, "Pipeline chunks by codec"): 1 MiB chunks made maxmin
+/// 4-bit 1.24-1.40x and fp16 1.13x faster than 4 MiB ones (more chunks per shard overlap encoding,
+/// the wire and decoding), while onebit's 1 MiB chunks are 37 KB on the wire and ran 0.69-0.77x.
+/// So the 1-bit codecs (and uncompressed fp32, not measured) keep 4 MiB; every other codec
+/// (casts, maxmin, dyn8) takes 1 MiB.
+constexpr size_t chunkBytesFor(CodecId codec) {
+  return codec == CodecId::kFp32 || codec == CodecId::kOneBit || codec == CodecId::kSignScale ? size_t{4} << 20
+                                                                                              : size_t{1} << 20;
+}
+
 /// Communicator options. Defaults here; optionsFromEnv() (config.hpp) applies QCCL_* overrides.
 struct Options {
   CodecConfig codec;                   ///< default codec for tensors that do not name one (fp32)
   size_t minCompressBytes = 64 << 10;  ///< auto: tensors smaller than this go uncompressed
-  size_t chunkBytes = 4 << 20;         ///< pipeline chunk size in fp32 bytes, at most kMaxChunkBytes
+  size_t chunkBytes = 0;               ///< pipeline chunk size in fp32 bytes, at most kMaxChunkBytes;
+                                       ///< 0: by the codec on the wire (chunkBytesFor())
   int pipelineDepth = 2;               ///< chunks in flight per peer, 1..kMaxPipelineDepth
   double timeoutSec = 300.0;           ///< any single wait
   int warmupCalls = 0;                 ///< first N calls of each tensor are sent uncompressed

@@ -47,7 +47,7 @@ TEST_F(Env, DefaultsWithoutVariables) {
   EXPECT_EQ(o.codec.codec, CodecId::kFp32);
   EXPECT_EQ(o.codec.bucket, 512u);
   EXPECT_EQ(o.minCompressBytes, size_t{64} << 10);
-  EXPECT_EQ(o.chunkBytes, size_t{4} << 20);
+  EXPECT_EQ(o.chunkBytes, 0u);  // by codec (chunkBytesFor)
   EXPECT_EQ(o.pipelineDepth, 2);
   EXPECT_EQ(o.timeoutSec, 300.0);
   EXPECT_EQ(o.warmupCalls, 0);

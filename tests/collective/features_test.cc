@@ -292,6 +292,43 @@ TEST(Communicator, StatsResidualsAndRelease) {
   });
 }
 
+// chunkBytes 0 (the default) takes the codec's chunk (chunkBytesFor): each chunk is a message with
+// its own header, so the bytes sent tell the chunk size apart. On 2 ranks (allgather) every rank
+// sends its encoded tensor in chunks: 8 MiB of fp32 is 8 chunks of 1 MiB or 2 of 4 MiB.
+TEST(Communicator, DefaultChunkFollowsTheCodec) {
+  EXPECT_EQ(Options().chunkBytes, 0u);
+  EXPECT_EQ(chunkBytesFor(CodecId::kFp32), size_t{4} << 20);
+  EXPECT_EQ(chunkBytesFor(CodecId::kOneBit), size_t{4} << 20);
+  EXPECT_EQ(chunkBytesFor(CodecId::kSignScale), size_t{4} << 20);
+  for (CodecId c : {CodecId::kFp16, CodecId::kBf16, CodecId::kMaxMin, CodecId::kDyn8})
+    EXPECT_EQ(chunkBytesFor(c), size_t{1} << 20) << static_cast<int>(c);
+  const size_t count = size_t{2} << 20;  // 8 MiB of fp32
+  const std::vector<float> in = gaussian(count, 5);
+  auto sent = [&](CodecId codec, size_t chunkBytes) {
+    Options opts;
+    opts.chunkBytes = chunkBytes;
+    opts.timeoutSec = 60;
+    uint64_t bytes = 0;
+    runRanks(2, opts, [&](Communicator& c, int r) {
+      std::vector<float> out(count);
+      TensorOpts t;
+      t.id = 3;
+      t.codec = codec;
+      if (codec == CodecId::kMaxMin) t.bits = 4;
+      t.algo = Algo::kAllgather;
+      c.allreduce(in.data(), out.data(), count, DataType::kFloat32, RedOp::kSum, t);
+      if (r == 0) bytes = c.stats().bytesSent;
+    });
+    return bytes;
+  };
+  for (CodecId codec : {CodecId::kMaxMin, CodecId::kOneBit}) {
+    const uint64_t byDefault = sent(codec, 0), oneMiB = sent(codec, size_t{1} << 20),
+                   fourMiB = sent(codec, size_t{4} << 20);
+    EXPECT_GT(oneMiB, fourMiB) << "more chunks, more headers";
+    EXPECT_EQ(byDefault, chunkBytesFor(codec) == (size_t{1} << 20) ? oneMiB : fourMiB) << static_cast<int>(codec);
+  }
+}
+
 TEST(Communicator, RejectsBadArgumentsWithoutFailing) {
   runRanks(2, Options{}, [&](Communicator& c, int) {
     float x = 1;
