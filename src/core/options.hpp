@@ -34,7 +34,8 @@ constexpr size_t kMaxShmChunkBytes = size_t{256} << 20;
 /// 4-bit 1.24-1.40x and fp16 1.13x faster than 4 MiB ones (more chunks per shard overlap encoding,
 /// the wire and decoding), while onebit's 1 MiB chunks are 37 KB on the wire and ran 0.69-0.77x.
 /// So the 1-bit codecs (and uncompressed fp32, not measured) keep 4 MiB; every other codec
-/// (casts, maxmin, dyn8) takes 1 MiB.
+/// (casts, maxmin, dyn8) takes 1 MiB. The best size depends on the link rate, which the library
+/// does not know: at 0.25 Gbit/s fp16 and at 2.5 Gbit/s maxmin 4-bit ran slower with 1 MiB.
 constexpr size_t chunkBytesFor(CodecId codec) {
   return codec == CodecId::kFp32 || codec == CodecId::kOneBit || codec == CodecId::kSignScale ? size_t{4} << 20
                                                                                               : size_t{1} << 20;
