@@ -24,7 +24,7 @@ class Exchanger {
   Exchanger(Transport& t, const WaitSpec& w, const int64_t* words, float* mine, float* theirs, size_t bytes,
             CheckTraffic* traffic)
       : t_(t), w_(w), words_(words), mine_(mine), theirs_(theirs), bytes_(bytes), traffic_(traffic) {
-    if (traffic_ != nullptr) hosts_ = t_.hostOfRanks();
+    if (traffic_ != nullptr && traffic_->hostOf.empty()) traffic_->hostOf = t_.hostOfRanks();
   }
 
   int64_t verdict() const { return verdict_; }
@@ -76,8 +76,9 @@ class Exchanger {
 
  private:
   bool otherHost(int peer) const {
+    const std::vector<int>& h = traffic_->hostOf;
     const size_t me = static_cast<size_t>(t_.rank()), p = static_cast<size_t>(peer);
-    return me < hosts_.size() && p < hosts_.size() && hosts_[p] != hosts_[me];
+    return me < h.size() && p < h.size() && h[p] != h[me];
   }
 
   // waitUntil(), except that a peer's abort notice switches to a grace period of at most a second
@@ -114,7 +115,6 @@ class Exchanger {
   float* theirs_;
   size_t bytes_;
   CheckTraffic* traffic_;
-  std::vector<int> hosts_;  // hostOfRanks(), when traffic_ counts
   int64_t verdict_ = kAgreed;
   std::exception_ptr remote_;
 };

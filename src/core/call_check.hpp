@@ -52,6 +52,8 @@ struct CheckTraffic {
   uint64_t sent = 0;
   uint64_t sentInterHost = 0;  ///< the part of `sent` that went to ranks on other hosts (hostOfRanks())
   uint64_t received = 0;
+  /// The transport's hostOfRanks(), read by the first check that counts into this, not every call.
+  std::vector<int> hostOf;
 };
 
 /// Runs the check on `t`: `words` (CallCheck::kWords) describe this rank's call. When `in` is not
