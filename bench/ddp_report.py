@@ -52,7 +52,7 @@ def load(paths):
         link = a.get("link") or os.path.basename(p).rsplit("_", 1)[-1].removesuffix(".json")
         runs[a["batch"]][link] = {r["variant"]: r for r in d["results"]}
         meta = {"ranks": d["ranks"], "parameters": d["parameters"], "steps": a["steps"], "warmup": a["warmup"],
-                "bucket_view": a.get("bucket_view", False)}
+                "bucket_view": a.get("bucket_view", False), "momentum": a.get("momentum", 0.0)}
     return runs, meta
 
 
@@ -187,9 +187,11 @@ def main():
     ap.add_argument("--plot", help="write a PNG here")
     args = ap.parse_args()
     runs, meta = load(args.json)
+    mom = f"; SGD momentum {meta['momentum']:g}" if meta["momentum"] else ""
     print(f"{meta['ranks']} hosts x 1 rank, {meta['parameters'] / 1e6:.1f}M parameters, median of {meta['steps']} "
           f"steps after {meta['warmup']} warm-up steps; step times in ms"
-          f"{'; gradient_as_bucket_view' if meta['bucket_view'] else ''}\n")
+          f"{'; gradient_as_bucket_view' if meta['bucket_view'] else ''}"
+          f"{mom}\n")
     for batch in sorted(runs):
         print("\n".join(table(batch, runs[batch])))
     if args.plot:

@@ -9,7 +9,10 @@ communication at all: the floor), noop (DDP with a hook that returns the bucket 
 own cost; on request), fp32 (DDP's default gloo allreduce), fp16 (DDP's fp16_compress_hook),
 powersgd (DDP's PowerSGD hook, rank --powersgd-rank, error feedback and warm start on, compressing
 from the second step, in as few buckets as DDP allows; on request) and the qccl hook with each
-codec given by --codecs (default onebit and maxmin 4-bit). Each variant runs --warmup untimed
+codec given by --codecs (default onebit and maxmin 4-bit; a codec with the suffix +m, e.g.
+onebit+m, hands the hook the optimizer: momentum-aware compression, HookState(optimizer=opt)).
+Every variant steps with the same optimizer, plain SGD or with --momentum SGD with momentum. Each
+variant runs --warmup untimed
 steps and then --steps timed ones on the same synthetic batch; rank 0 prints the median step
 time, the speedup over the faster of fp32 and fp16, the ratio to the compute floor, and where
 the step goes: forward, backward (DDP waits for the last bucket's future at its end), optimizer,
@@ -52,7 +55,12 @@ def parse_args():
     ap.add_argument("--batch", type=int, default=32, help="samples per rank")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--codecs", default="onebit,maxmin:4", help="qccl codecs, codec[:bits] separated by commas")
+    ap.add_argument("--codecs", default="onebit,maxmin:4",
+                    help="qccl codecs, codec[:bits][+m] separated by commas; +m: HookState(optimizer=opt)")
+    ap.add_argument("--algo", choices=("sra", "allgather"),
+                    help="the qccl hook's algorithm for compressed parts (default: HookState's choice)")
+    ap.add_argument("--momentum", type=float, default=0.0,
+                    help="SGD momentum of every variant's optimizer (0: plain SGD)")
     ap.add_argument("--baselines", default="compute,fp32,fp16",
                     help="variants without qccl: compute (no communication: the floor), noop (DDP with a hook "
                          "that communicates nothing), fp32, fp16, powersgd")
@@ -143,9 +151,11 @@ def time_variant(name, base, hook, state, x, y, args, mpi, comm):
         cap = 1 << 20 if name == "powersgd" else 25
         model = DDP(copy.deepcopy(base), bucket_cap_mb=cap, gradient_as_bucket_view=args.bucket_view)
     spent = [0.0]
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=args.momentum)
+    if callable(state):  # a qccl HookState that needs the optimizer (codec+m)
+        state = state(opt)
     if hook is not None:
         model.register_comm_hook(state, timed_hook(hook, spent))
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     rows = []
     for step in range(args.warmup + args.steps):
         mpi.Barrier()  # steps start together, so one rank's lag is not charged to the next step
@@ -213,8 +223,14 @@ def main():
             continue
         variants.append((b, {"fp16": fp16_compress_hook, "noop": noop_hook}.get(b), None))
     for spec in filter(None, args.codecs.split(",")):
-        codec, _, bits = spec.partition(":")
-        state = qtorch.HookState(comm, codec=codec, bits=int(bits) if bits else None)
+        aware = spec.endswith("+m")
+        codec, _, bits = spec.removesuffix("+m").partition(":")
+        bits = int(bits) if bits else None
+        if aware:
+            def state(opt, codec=codec, bits=bits):
+                return qtorch.HookState(comm, codec=codec, bits=bits, algo=args.algo, optimizer=opt)
+        else:
+            state = qtorch.HookState(comm, codec=codec, bits=bits, algo=args.algo)
         variants.append((f"qccl-{spec}", qtorch.allreduce_hook, state))
 
     results = []
@@ -229,7 +245,7 @@ def main():
     if mpi.rank == 0:
         base_best = min((r["median_s"] for r in results if r["variant"] in ("fp32", "fp16")), default=None)
         print(f"\n{mpi.size} ranks, {params / 1e6:.1f}M parameters ({4 * params / 2**20:.0f} MiB of fp32 gradients), "
-              f"batch {args.batch} per rank, qccl over {args.transport}")
+              f"batch {args.batch} per rank, SGD momentum {args.momentum:g}, qccl over {args.transport}")
         floor = next((r["median_s"] for r in results if r["variant"] == "compute"), None)
         print(f"{'variant':16s} {'step ms':>9s} {'speedup':>8s} {'x floor':>8s} {'qccl MiB/step':>14s}   "
               "per rank, medians in ms: forward backward optimizer cpu hook_call encode decode wait")

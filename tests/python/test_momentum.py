@@ -297,3 +297,30 @@ def test_lossy_codec_trains_and_replicas_stay_identical(gloo, mpi, comm, codec, 
     sd = state.momentum.state_dict()["state"]
     local = hashlib.sha1(b"".join(s["u"].numpy().tobytes() for s in sd.values())).hexdigest()
     assert (len(set(mpi.allgather(local))) > 1) == (mpi.size > 1)
+
+
+@pytest.mark.parametrize("mu,keep,wd", [(0.9, 1.0, 0.0), (0.8, 0.7, 1e-2), (0.9, 0.1, 0.0), (0.9, 1.0, 1e-3)])
+def test_fused_passes_match_the_torch_expressions(mu, keep, wd):
+    # The C++ passes momentum.py takes for float32 CPU tensors against the torch expressions they
+    # replace, on values of mixed sign and magnitude (odd size: no vector-width assumptions).
+    gen = torch.Generator().manual_seed(3)
+    n = 10_007
+    g, u, sent, buf, p, x = (torch.randn(n, generator=gen) * 10 ** torch.randint(-3, 3, (n,), generator=gen)
+                             for _ in range(6))
+    # local: u = mu * (u - (sent - buf)) + keep * (g + wd * p); g = u; sent untouched
+    want_u = (u - (sent - buf)) * mu + (g + wd * p) * keep
+    g2, u2, sent2 = g.clone(), u.clone(), sent.clone()
+    qccl._qccl._momentum_local(g2, u2, sent2, buf, p, mu, keep, wd)
+    assert torch.allclose(u2, want_u, rtol=1e-5, atol=1e-6 * float(want_u.abs().max()))
+    assert torch.equal(g2, u2) and torch.equal(sent2, sent)
+    # corrected: sent = x; x = (x - mu * buf) / keep - wd * p
+    want_x = (x - mu * buf) / keep - wd * p
+    x2, sent3 = x.clone(), torch.zeros(n)
+    qccl._qccl._momentum_corrected(x2, buf, sent3, p, mu, keep, wd)
+    assert torch.equal(sent3, x)
+    assert torch.allclose(x2, want_x, rtol=1e-5, atol=1e-6 * float(want_x.abs().max()))
+    # what they refuse: a wrong dtype or size is an error, not a wild write
+    with pytest.raises(qccl.Error):
+        qccl._qccl._momentum_local(g2.double(), u2, sent2, buf, p, mu, keep, wd)
+    with pytest.raises(qccl.Error):
+        qccl._qccl._momentum_corrected(x2, buf[:-1], sent3, p, mu, keep, wd)

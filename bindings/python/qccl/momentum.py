@@ -52,9 +52,15 @@ from typing import Any, Dict, Optional
 
 import torch
 
+from . import _qccl
 from ._core import INVALID_ARGUMENT, Error
 
 __all__ = ["ADAM_WARMUP_STEPS", "SCHEMES", "MomentumCorrection", "default_scheme"]
+
+
+def _fusable(*tensors: torch.Tensor) -> bool:
+    """The fused C++ passes take contiguous float32 CPU tensors (everything else takes torch's)."""
+    return all(t.dtype == torch.float32 and t.device.type == "cpu" and t.is_contiguous() for t in tensors)
 
 SCHEMES = ("dgc", "ef21", "onebit_adam", "plain")
 # Uncompressed steps before onebit_adam freezes the second moment, when it is the default scheme
@@ -152,14 +158,25 @@ class MomentumCorrection:
         h = self._hyper[p]
         st = self._state.setdefault(p, {})
         buf = self._buffer(p)
+        u, sent = st.get("u"), st.get("sent")
+        pf = p.detach().reshape(-1)
+        if self.scheme != "ef21" and buf is not None and u is not None and _fusable(g, u, sent, buf, pf):
+            # The common case in one pass over memory: u = mu (u - (sent - buf)) + keep (d + wd p); g = u
+            if scale != 1.0:
+                g.div_(scale)
+            if h.sign < 0:
+                g.neg_()
+            _qccl._momentum_local(g, u, sent, buf, pf, h.mu, h.keep, h.wd)
+            if scale != 1.0:
+                g.mul_(scale)
+            return
         d = g if g.dtype == torch.float32 else g.float()  # g is overwritten with the message below
         if scale != 1.0:
             d.div_(scale)
         if h.sign < 0:
             d.neg_()
         if h.wd != 0.0:
-            d.add_(p.detach().reshape(-1), alpha=h.wd)
-        u = st.get("u")
+            d.add_(pf, alpha=h.wd)
         if buf is None or u is None:
             # The optimizer starts its buffer with this step, or this rank has no local momentum yet
             # (e.g. the optimizer was restored from a checkpoint): start from the shared buffer.
@@ -167,7 +184,6 @@ class MomentumCorrection:
         else:
             # Whatever changed the optimizer's buffer carries over: u += buf - sent, computed in
             # sent's storage (corrected() rewrites it before it is read again).
-            sent = st["sent"]
             u.sub_(sent.sub_(buf))
         before = u.clone() if self.scheme == "ef21" else None
         if self.kind == "sgd" and buf is None:
@@ -189,13 +205,27 @@ class MomentumCorrection:
         h = self._hyper[p]
         st = self._state[p]
         buf = self._buffer(p)
+        sent = st.get("sent")
+        pf = p.detach().reshape(-1)
+        if (self.scheme != "ef21" and buf is not None and sent is not None and sent.shape == x.shape
+                and _fusable(x, buf, sent, pf)):
+            # One pass: sent = x; x = (x - mu buf) / keep - wd p (the same steps as below, in order)
+            if scale != 1.0:
+                x.div_(scale)
+            _qccl._momentum_corrected(x, buf, sent, pf, h.mu, h.keep, h.wd)
+            if self.scheme == "onebit_adam":
+                self._freeze_second_moment(p, st, h)
+            if h.sign < 0:
+                x.neg_()
+            if scale != 1.0:
+                x.mul_(scale)
+            return
         old = None if buf is None else buf.float()
         d = x if x.dtype == torch.float32 else x.float()
         if scale != 1.0:
             d.div_(scale)
         if self.scheme == "ef21" and old is not None:
             d.add_(old)
-        sent = st.get("sent")
         if sent is None or sent.shape != d.shape:
             st["sent"] = d.clone()
         else:
@@ -212,7 +242,7 @@ class MomentumCorrection:
         if self.scheme == "onebit_adam":
             self._freeze_second_moment(p, st, h)
         if h.wd != 0.0:
-            d.sub_(p.detach().reshape(-1), alpha=h.wd)
+            d.sub_(pf, alpha=h.wd)
         if h.sign < 0:
             d.neg_()
         if scale != 1.0:
