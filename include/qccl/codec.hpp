@@ -75,8 +75,10 @@ WireInfo decodeAdd(const void* in, size_t bytes, float* out, size_t n);
 
 /// decode (add = false) or decodeAdd (add = true) of bytes that parseWire() already validated:
 /// `info` must be parseWire's result for these bytes. Skips the second parse; still checks
-/// info.count == n (Error kMismatch).
-void decodeParsed(const WireInfo& info, const void* in, float* out, size_t n, bool add);
+/// info.count == n (Error kMismatch). With `scale` != 1 every element written is then multiplied
+/// by it, bucket by bucket while the bucket is in cache: bit for bit the decode followed by a pass
+/// of out[i] *= scale (an average's 1/n on the call's last write of out).
+void decodeParsed(const WireInfo& info, const void* in, float* out, size_t n, bool add, float scale = 1.0f);
 
 /// "fp32", "fp16", "bf16", "onebit", "signscale", "maxmin", "dyn8".
 const char* codecName(CodecId id) noexcept;

@@ -97,7 +97,8 @@ const Kernels* kernelsFor(const char* isa);
 size_t encodeWith(const Kernels& k, const CodecConfig& cfg, const float* in, float* residual, size_t n, void* out,
                   size_t outCapacity, const EncodeParams& params);
 WireInfo decodeWith(const Kernels& k, const void* in, size_t bytes, float* out, size_t n, bool add);
-void decodeParsedWith(const Kernels& k, const WireInfo& info, const void* in, float* out, size_t n, bool add);
+void decodeParsedWith(const Kernels& k, const WireInfo& info, const void* in, float* out, size_t n, bool add,
+                      float scale = 1.0f);
 
 /// Canonical bucket sum (codec_math.hpp): 128 slots, 32 lanes of four, halving fold.
 inline float foldSlots(const float* acc) {

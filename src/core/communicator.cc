@@ -320,8 +320,10 @@ struct Communicator::Impl {
   void runShm(const int64_t* desc, const float* in, float* out, size_t count, Kind kind = kAllreduce);
   void waitCollective(Request& r, const char* what);
   void runNative(const float* in, float* out, size_t count);
-  void runPlan(const Plan& plan, const float* src, float* dst, const Selection& s, TensorState* st, uint32_t seq,
-               MemorySpace& space);
+  // Returns whether `outScale` was applied to dst's final values (see ExecParams::outScale); it is
+  // not where the plan or the memory space does not allow it, and the caller scales afterwards.
+  bool runPlan(const Plan& plan, const float* src, float* dst, const Selection& s, TensorState* st, uint32_t seq,
+               MemorySpace& space, float outScale = 1.0f);
   void runHier(size_t count, float* work, const Selection& s, TensorState* st, uint32_t seq, MemorySpace& space);
   void allreduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, const TensorOpts& t,
                  void* stream);
@@ -589,9 +591,11 @@ void Communicator::Impl::runNative(const float* in, float* out, size_t count) {
   });
 }
 
-void Communicator::Impl::runPlan(const Plan& plan, const float* src, float* dst, const Selection& s, TensorState* st,
-                                 uint32_t seq, MemorySpace& space) {
+bool Communicator::Impl::runPlan(const Plan& plan, const float* src, float* dst, const Selection& s, TensorState* st,
+                                 uint32_t seq, MemorySpace& space, float outScale) {
   ExecParams p = params(s.codec, seq, space.ops());
+  const bool fused = outScale != 1.0f && plan.lastStepWritesFinal && p.ops == nullptr;
+  if (fused) p.outScale = outScale;
   if (s.errorFeedback) {
     if (s.algo == Algo::kSra)
       p.ownerResidual = tensors.owner(*st, plan.ownerRange.size(), plan.ownerRange.begin, space);
@@ -599,6 +603,7 @@ void Communicator::Impl::runPlan(const Plan& plan, const float* src, float* dst,
   }
   guarded([&] { exec.run(plan, src, dst, p); });
   if (st != nullptr) tensors.finish(*st);
+  return fused;
 }
 
 // The three plans of plan_hier.hpp in place on `work`, one after the other: the intra-host ones in
@@ -647,6 +652,7 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
     work = space.scratch(0, count);
     space.toFloat(send, dtype, work, count);
   }
+  bool scaled = false;  // the average's 1/n already applied
   if (s.shm || s.native) {
     // Out of place on the host, the segment and the library copy as part of their algorithm: no
     // copy first. A call summed by the check (agree(), fuse.done) is complete already.
@@ -669,7 +675,9 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
     if (s.algo == Algo::kHier) {
       runHier(count, work, s, st, seq, space);
     } else {
-      runPlan(plan(static_cast<int>(s.algo), count, align), work, work, s, st, seq, space);
+      // An average's 1/n goes into the last decode where the plan allows it (sra, allgather)
+      const float avg = op == RedOp::kAvg ? 1.0f / static_cast<float>(transport->size()) : 1.0f;
+      scaled = runPlan(plan(static_cast<int>(s.algo), count, align), work, work, s, st, seq, space, avg);
     }
   }
   if (trial >= 0) {
@@ -682,7 +690,7 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
                                                  : s.native ? kNativeFlag
                                                  : s.shm    ? kShmFlag
                                                             : 0));
-  if (op == RedOp::kAvg) space.scale(work, count, 1.0f / static_cast<float>(transport->size()));
+  if (op == RedOp::kAvg && !scaled) space.scale(work, count, 1.0f / static_cast<float>(transport->size()));
   if (dtype != DataType::kFloat32) space.fromFloat(work, dtype, recv, count);
 }
 

@@ -184,6 +184,8 @@ uint8_t* Executor::slot(size_t index, size_t bytes) {
 }
 
 void Executor::run(const Plan& plan, const float* src, float* dst, const ExecParams& params) {
+  QCCL_CHECK(params.outScale == 1.0f || (plan.lastStepWritesFinal && params.ops == nullptr), ErrorCode::kInternalError,
+             "executor: outScale on a plan whose last step does not write dst's final values");
   if (plan.pipelineSteps) {
     runSteps(plan, 0, plan.steps.size(), src, dst, params);
   } else {
@@ -378,10 +380,13 @@ void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
   float* out = S.dst + tr.dstOffset + (c.begin - tr.range.begin);
   const RecvOp op = S.step->op;
   bool add = !(op == RecvOp::kCopy || (op == RecvOp::kSum && first));
+  // The last write of these elements (Plan::lastStepWritesFinal): the average's 1/n goes in here.
+  const bool last = static_cast<size_t>(S.si) + 1 == S.plan->steps.size() &&
+                    (op == RecvOp::kCopy || (op == RecvOp::kSum && r + 1 == S.nR));
   if (p.ops) {
     p.ops->decode(info, buf, out, c.size(), add);
   } else {
-    decodeParsed(info, buf, out, c.size(), add);
+    decodeParsed(info, buf, out, c.size(), add, last ? p.outScale : 1.0f);
   }
   stats_.decodeSec += since(t0);
   if (self < 0 && k + S.D < chunksOf(tr.range, S.C)) postRecv(S, r, k + S.D);

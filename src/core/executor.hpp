@@ -60,6 +60,10 @@ struct ExecParams {
   float* workerResidual = nullptr;            ///< indexed like the source; null = no error feedback
   float* ownerResidual = nullptr;             ///< indexed from plan.ownerRange.begin; null = none
   ChunkOps* ops = nullptr;                    ///< null: CPU codec on host buffers
+  /// Multiplies dst's final values by this (an average's 1/n) inside the last step's decodes, bit
+  /// for bit a pass of dst[i] *= outScale after run(). Only for plans with lastStepWritesFinal
+  /// and without ops; run() throws kInternal otherwise.
+  float outScale = 1.0f;
 };
 
 struct ExecStats {

@@ -42,6 +42,7 @@ Plan planSra(int rank, int size, size_t count, size_t bucket) {
   plan.steps.push_back(std::move(scatter));
   plan.steps.push_back(std::move(gather));
   plan.pipelineSteps = true;
+  plan.lastStepWritesFinal = true;
   return plan;
 }
 
@@ -121,6 +122,7 @@ Plan planEveryoneToEveryone(int rank, int size, size_t count, RecvOp op) {
     st.recvs.push_back({q, Range{0, count}, offset});
   }
   plan.steps.push_back(std::move(st));
+  plan.lastStepWritesFinal = true;
   return plan;
 }
 }  // namespace

@@ -59,6 +59,11 @@ struct Plan {
   /// The executor may run all steps together, chunk round by chunk round: every step's sends of
   /// chunk k depend only on chunk k (or earlier) of earlier steps' receives.
   bool pipelineSteps = false;
+  /// The last step's receives write every element of dst for the last time: kCopy receives each
+  /// element once, a kSum's last receive ends its sum, and nothing reads dst afterwards. An
+  /// average's 1/n may then be applied there, while the decoded values are in cache
+  /// (ExecParams::outScale), instead of in a pass of its own.
+  bool lastStepWritesFinal = false;
 };
 
 /// Compressed scatter-reduce then allgather. Shard boundaries are multiples of `bucket` so that a

@@ -179,6 +179,42 @@ TEST(Allreduce, AverageIsSumTimesReciprocal) {
   }
 }
 
+TEST(Allreduce, AverageFusedIntoTheLastDecodeIsTheSumTimesReciprocal) {
+  // sra and allgather apply an average's 1/n inside their last decode (Plan::lastStepWritesFinal);
+  // the ring and the sum do not. Every rank's average must equal its sum times 1/n bit for bit, for
+  // bucketed codecs (odd count: a partial last bucket) and the casts (decoded in pieces).
+  const int n = 3;
+  const size_t count = 10007;
+  std::vector<std::vector<float>> x;
+  for (int r = 0; r < n; ++r) x.push_back(gaussian(count, 300u + r));
+  for (CodecId codec : {CodecId::kOneBit, CodecId::kMaxMin, CodecId::kDyn8, CodecId::kFp16, CodecId::kFp32}) {
+    for (Algo algo : {Algo::kSra, Algo::kAllgather, Algo::kRing}) {
+      const bool cast = codec == CodecId::kFp16 || codec == CodecId::kFp32;
+      if (algo == Algo::kRing && !cast) continue;  // the ring sends casts only
+      Options opts;
+      opts.minCompressBytes = 0;
+      opts.localCompress = true;  // loopback ranks share one host: run the schedule as asked
+      std::vector<std::vector<float>> sum(n), avg(n);
+      runRanks(n, opts, [&](Communicator& c, int r) {
+        TensorOpts t;
+        t.codec = codec;
+        t.algo = algo;
+        sum[r] = x[r];
+        avg[r] = x[r];
+        t.id = 1;  // fresh residuals for both calls: the same encodings
+        c.allreduce(sum[r].data(), sum[r].data(), count, DataType::kFloat32, RedOp::kSum, t);
+        t.id = 2;
+        c.allreduce(avg[r].data(), avg[r].data(), count, DataType::kFloat32, RedOp::kAvg, t);
+      });
+      for (int r = 0; r < n; ++r) {
+        for (float& v : sum[r]) v = v * (1.0f / n);
+        ASSERT_TRUE(bitEqual(sum[r], avg[r]))
+            << codecName(codec) << " algo " << static_cast<int>(algo) << " rank " << r;
+      }
+    }
+  }
+}
+
 TEST(Allreduce, WarmupCallsGoUncompressed) {
   const int n = 3;
   const size_t count = 4096;
