@@ -796,13 +796,17 @@ void Communicator::Impl::reduceScatter(const void* send, void* recv, size_t coun
     out = space.scratch(1, count);
   }
   if (viaShm) runShm(desc, s.shm ? in : nullptr, out, count, kReduceScatter);  // the sum, or the check alone
+  bool scaled = false;  // the average's 1/n already applied, in the last decode
   if (!s.shm) {
     ExecParams p = params(s.codec, seq, space.ops());
     if (s.errorFeedback) p.workerResidual = tensors.worker(*st, space);
-    guarded([&] { exec.run(plan(-2, count, 1), in, out, p); });
+    const Plan& rs = plan(-2, count, 1);
+    scaled = op == RedOp::kAvg && rs.lastStepWritesFinal && p.ops == nullptr;
+    if (scaled) p.outScale = 1.0f / static_cast<float>(n);
+    guarded([&] { exec.run(rs, in, out, p); });
   }
   if (st != nullptr) tensors.finish(*st);
-  if (op == RedOp::kAvg) space.scale(out, count, 1.0f / static_cast<float>(n));
+  if (op == RedOp::kAvg && !scaled) space.scale(out, count, 1.0f / static_cast<float>(n));
   if (dtype != DataType::kFloat32) space.fromFloat(out, dtype, recv, count);
 }
 

@@ -64,6 +64,7 @@ Plan planReduceScatter(int rank, int size, size_t shardCount) {
   }
   for (int q = 0; q < size; ++q) scatter.recvs.push_back({q, plan.ownerRange, 0});
   plan.steps.push_back(std::move(scatter));
+  plan.lastStepWritesFinal = true;
   return plan;
 }
 

@@ -213,6 +213,29 @@ TEST(Allreduce, AverageFusedIntoTheLastDecodeIsTheSumTimesReciprocal) {
       }
     }
   }
+  // Reduce-scatter's one step ends each sum with its last receive: the same holds there.
+  const size_t shard = 3337;
+  for (CodecId codec : {CodecId::kOneBit, CodecId::kMaxMin, CodecId::kFp16, CodecId::kFp32}) {
+    Options opts;
+    opts.minCompressBytes = 0;
+    opts.localCompress = true;
+    std::vector<std::vector<float>> sum(n), avg(n);
+    runRanks(n, opts, [&](Communicator& c, int r) {
+      TensorOpts t;
+      t.codec = codec;
+      std::vector<float> in = gaussian(shard * n, 500u + r);
+      sum[r].resize(shard);
+      avg[r].resize(shard);
+      t.id = 3;
+      c.reduceScatter(in.data(), sum[r].data(), shard, DataType::kFloat32, RedOp::kSum, t);
+      t.id = 4;
+      c.reduceScatter(in.data(), avg[r].data(), shard, DataType::kFloat32, RedOp::kAvg, t);
+    });
+    for (int r = 0; r < n; ++r) {
+      for (float& v : sum[r]) v = v * (1.0f / n);
+      ASSERT_TRUE(bitEqual(sum[r], avg[r])) << "reduce-scatter " << codecName(codec) << " rank " << r;
+    }
+  }
 }
 
 TEST(Allreduce, WarmupCallsGoUncompressed) {
