@@ -324,3 +324,24 @@ def test_fused_passes_match_the_torch_expressions(mu, keep, wd):
         qccl._qccl._momentum_local(g2.double(), u2, sent2, buf, p, mu, keep, wd)
     with pytest.raises(qccl.Error):
         qccl._qccl._momentum_corrected(x2, buf[:-1], sent3, p, mu, keep, wd)
+
+
+def test_local_after_a_first_exchange_that_raised():
+    # The first exchange raised, so corrected() never ran (no "sent" buffer), and the loop stepped
+    # anyway: the next local() starts from the optimizer's buffer instead of failing on the state.
+    n = 4096
+    p = nn.Parameter(torch.zeros(n))
+    opt = torch.optim.SGD([p], lr=0.1, momentum=0.9)
+    mc = qmomentum.MomentumCorrection(opt, "dgc")
+    mc.local(p, torch.ones(n))  # step 1; its exchange "raised"
+    p.grad = torch.ones(n)
+    opt.step()  # momentum_buffer = 1
+    g = torch.full((n,), 2.0)
+    mc.local(p, g)
+    assert torch.allclose(g, torch.full((n,), 2.0 + 0.9 * 1.0))
+    mc.corrected(p, g)  # and the state is whole again: the fused passes take over
+    p.grad = g
+    opt.step()
+    g = torch.full((n,), 3.0)
+    mc.local(p, g)
+    assert torch.isfinite(g).all()

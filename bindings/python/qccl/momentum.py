@@ -160,7 +160,8 @@ class MomentumCorrection:
         buf = self._buffer(p)
         u, sent = st.get("u"), st.get("sent")
         pf = p.detach().reshape(-1)
-        if self.scheme != "ef21" and buf is not None and u is not None and _fusable(g, u, sent, buf, pf):
+        if (self.scheme != "ef21" and buf is not None and u is not None and sent is not None
+                and _fusable(g, u, sent, buf, pf)):
             # The common case in one pass over memory: u = mu (u - (sent - buf)) + keep (d + wd p); g = u
             if scale != 1.0:
                 g.div_(scale)
@@ -177,9 +178,10 @@ class MomentumCorrection:
             d.neg_()
         if h.wd != 0.0:
             d.add_(pf, alpha=h.wd)
-        if buf is None or u is None:
+        if buf is None or u is None or sent is None:
             # The optimizer starts its buffer with this step, or this rank has no local momentum yet
-            # (e.g. the optimizer was restored from a checkpoint): start from the shared buffer.
+            # (e.g. the optimizer was restored from a checkpoint), or the last exchange never
+            # returned (it raised): start from the shared buffer.
             u = torch.zeros_like(d) if buf is None else buf.float().clone()
         else:
             # Whatever changed the optimizer's buffer carries over: u += buf - sent, computed in
