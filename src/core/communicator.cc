@@ -320,10 +320,16 @@ struct Communicator::Impl {
   void runShm(const int64_t* desc, const float* in, float* out, size_t count, Kind kind = kAllreduce);
   void waitCollective(Request& r, const char* what);
   void runNative(const float* in, float* out, size_t count);
-  // Returns whether `outScale` was applied to dst's final values (see ExecParams::outScale); it is
-  // not where the plan or the memory space does not allow it, and the caller scales afterwards.
+  // With op kAvg, hands the executor the 1/n to apply in the last decode (ExecParams::outScale)
+  // where the plan and the memory space allow it; returns whether it did, else the caller scales.
+  bool averageInDecode(const Plan& plan, ExecParams& p, RedOp op) const {
+    if (op != RedOp::kAvg || !plan.lastStepWritesFinal || p.ops != nullptr) return false;
+    p.outScale = 1.0f / static_cast<float>(transport->size());
+    return true;
+  }
+  // Returns averageInDecode()'s answer for `op`.
   bool runPlan(const Plan& plan, const float* src, float* dst, const Selection& s, TensorState* st, uint32_t seq,
-               MemorySpace& space, float outScale = 1.0f);
+               MemorySpace& space, RedOp op = RedOp::kSum);
   void runHier(size_t count, float* work, const Selection& s, TensorState* st, uint32_t seq, MemorySpace& space);
   void allreduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, const TensorOpts& t,
                  void* stream);
@@ -592,10 +598,9 @@ void Communicator::Impl::runNative(const float* in, float* out, size_t count) {
 }
 
 bool Communicator::Impl::runPlan(const Plan& plan, const float* src, float* dst, const Selection& s, TensorState* st,
-                                 uint32_t seq, MemorySpace& space, float outScale) {
+                                 uint32_t seq, MemorySpace& space, RedOp op) {
   ExecParams p = params(s.codec, seq, space.ops());
-  const bool fused = outScale != 1.0f && plan.lastStepWritesFinal && p.ops == nullptr;
-  if (fused) p.outScale = outScale;
+  const bool fused = averageInDecode(plan, p, op);
   if (s.errorFeedback) {
     if (s.algo == Algo::kSra)
       p.ownerResidual = tensors.owner(*st, plan.ownerRange.size(), plan.ownerRange.begin, space);
@@ -675,9 +680,7 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
     if (s.algo == Algo::kHier) {
       runHier(count, work, s, st, seq, space);
     } else {
-      // An average's 1/n goes into the last decode where the plan allows it (sra, allgather)
-      const float avg = op == RedOp::kAvg ? 1.0f / static_cast<float>(transport->size()) : 1.0f;
-      scaled = runPlan(plan(static_cast<int>(s.algo), count, align), work, work, s, st, seq, space, avg);
+      scaled = runPlan(plan(static_cast<int>(s.algo), count, align), work, work, s, st, seq, space, op);
     }
   }
   if (trial >= 0) {
@@ -801,8 +804,7 @@ void Communicator::Impl::reduceScatter(const void* send, void* recv, size_t coun
     ExecParams p = params(s.codec, seq, space.ops());
     if (s.errorFeedback) p.workerResidual = tensors.worker(*st, space);
     const Plan& rs = plan(-2, count, 1);
-    scaled = op == RedOp::kAvg && rs.lastStepWritesFinal && p.ops == nullptr;
-    if (scaled) p.outScale = 1.0f / static_cast<float>(n);
+    scaled = averageInDecode(rs, p, op);
     guarded([&] { exec.run(rs, in, out, p); });
   }
   if (st != nullptr) tensors.finish(*st);

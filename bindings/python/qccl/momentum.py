@@ -160,44 +160,38 @@ class MomentumCorrection:
         buf = self._buffer(p)
         u, sent = st.get("u"), st.get("sent")
         pf = p.detach().reshape(-1)
-        if (self.scheme != "ef21" and buf is not None and u is not None and sent is not None
-                and _fusable(g, u, sent, buf, pf)):
-            # The common case in one pass over memory: u = mu (u - (sent - buf)) + keep (d + wd p); g = u
-            if scale != 1.0:
-                g.div_(scale)
-            if h.sign < 0:
-                g.neg_()
-            _qccl._momentum_local(g, u, sent, buf, pf, h.mu, h.keep, h.wd)
-            if scale != 1.0:
-                g.mul_(scale)
-            return
         d = g if g.dtype == torch.float32 else g.float()  # g is overwritten with the message below
         if scale != 1.0:
             d.div_(scale)
         if h.sign < 0:
             d.neg_()
-        if h.wd != 0.0:
-            d.add_(pf, alpha=h.wd)
-        if buf is None or u is None or sent is None:
-            # The optimizer starts its buffer with this step, or this rank has no local momentum yet
-            # (e.g. the optimizer was restored from a checkpoint), or the last exchange never
-            # returned (it raised): start from the shared buffer.
-            u = torch.zeros_like(d) if buf is None else buf.float().clone()
+        if (self.scheme != "ef21" and buf is not None and u is not None and sent is not None
+                and _fusable(g, u, sent, buf, pf)):
+            # The common case in one pass over memory (d is g): u = mu (u - (sent - buf)) + keep (d + wd p); g = u
+            _qccl._momentum_local(g, u, sent, buf, pf, h.mu, h.keep, h.wd)
         else:
-            # Whatever changed the optimizer's buffer carries over: u += buf - sent, computed in
-            # sent's storage (corrected() rewrites it before it is read again).
-            u.sub_(sent.sub_(buf))
-        before = u.clone() if self.scheme == "ef21" else None
-        if self.kind == "sgd" and buf is None:
-            u.copy_(d)  # SGD's first step: buf = d
-        elif h.keep == 1.0:
-            torch.add(d, u, alpha=h.mu, out=u)  # u = mu u + d in one pass
-        else:
-            u.mul_(h.mu).add_(d, alpha=h.keep)
-        st["u"] = u
-        g.copy_(u)
-        if before is not None:
-            g.sub_(before)
+            if h.wd != 0.0:
+                d.add_(pf, alpha=h.wd)
+            if buf is None or u is None or sent is None:
+                # The optimizer starts its buffer with this step, or this rank has no local momentum yet
+                # (e.g. the optimizer was restored from a checkpoint), or the last exchange never
+                # returned (it raised): start from the shared buffer.
+                u = torch.zeros_like(d) if buf is None else buf.float().clone()
+            else:
+                # Whatever changed the optimizer's buffer carries over: u += buf - sent, computed in
+                # sent's storage (corrected() rewrites it before it is read again).
+                u.sub_(sent.sub_(buf))
+            before = u.clone() if self.scheme == "ef21" else None
+            if self.kind == "sgd" and buf is None:
+                u.copy_(d)  # SGD's first step: buf = d
+            elif h.keep == 1.0:
+                torch.add(d, u, alpha=h.mu, out=u)  # u = mu u + d in one pass
+            else:
+                u.mul_(h.mu).add_(d, alpha=h.keep)
+            st["u"] = u
+            g.copy_(u)
+            if before is not None:
+                g.sub_(before)
         if scale != 1.0:
             g.mul_(scale)
 
@@ -209,42 +203,36 @@ class MomentumCorrection:
         buf = self._buffer(p)
         sent = st.get("sent")
         pf = p.detach().reshape(-1)
-        if (self.scheme != "ef21" and buf is not None and sent is not None and sent.shape == x.shape
-                and _fusable(x, buf, sent, pf)):
-            # One pass: sent = x; x = (x - mu buf) / keep - wd p (the same steps as below, in order)
-            if scale != 1.0:
-                x.div_(scale)
-            _qccl._momentum_corrected(x, buf, sent, pf, h.mu, h.keep, h.wd)
-            if self.scheme == "onebit_adam":
-                self._freeze_second_moment(p, st, h)
-            if h.sign < 0:
-                x.neg_()
-            if scale != 1.0:
-                x.mul_(scale)
-            return
-        old = None if buf is None else buf.float()
         d = x if x.dtype == torch.float32 else x.float()
         if scale != 1.0:
             d.div_(scale)
-        if self.scheme == "ef21" and old is not None:
-            d.add_(old)
-        if sent is None or sent.shape != d.shape:
-            st["sent"] = d.clone()
+        if (self.scheme != "ef21" and buf is not None and sent is not None and sent.shape == x.shape
+                and _fusable(x, buf, sent, pf)):
+            # One pass (d is x): sent = x; x = (x - mu buf) / keep - wd p, the steps below in order
+            _qccl._momentum_corrected(x, buf, sent, pf, h.mu, h.keep, h.wd)
+            if self.scheme == "onebit_adam":
+                self._freeze_second_moment(p, st, h)
         else:
-            sent.copy_(d)
-        if self.kind == "sgd" and old is None:
-            pass  # SGD's first step copies d into the buffer
-        elif old is None:
-            if h.keep != 1.0:
-                d.div_(h.keep)  # Adam's first moment starts from zero
-        else:
-            d.sub_(old, alpha=h.mu)
-            if h.keep != 1.0:
-                d.div_(h.keep)
-        if self.scheme == "onebit_adam":
-            self._freeze_second_moment(p, st, h)
-        if h.wd != 0.0:
-            d.sub_(pf, alpha=h.wd)
+            old = None if buf is None else buf.float()
+            if self.scheme == "ef21" and old is not None:
+                d.add_(old)
+            if sent is None or sent.shape != d.shape:
+                st["sent"] = d.clone()
+            else:
+                sent.copy_(d)
+            if self.kind == "sgd" and old is None:
+                pass  # SGD's first step copies d into the buffer
+            elif old is None:
+                if h.keep != 1.0:
+                    d.div_(h.keep)  # Adam's first moment starts from zero
+            else:
+                d.sub_(old, alpha=h.mu)
+                if h.keep != 1.0:
+                    d.div_(h.keep)
+            if self.scheme == "onebit_adam":
+                self._freeze_second_moment(p, st, h)
+            if h.wd != 0.0:
+                d.sub_(pf, alpha=h.wd)
         if h.sign < 0:
             d.neg_()
         if scale != 1.0:
