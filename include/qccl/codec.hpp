@@ -80,6 +80,14 @@ WireInfo decodeAdd(const void* in, size_t bytes, float* out, size_t n);
 /// of out[i] *= scale (an average's 1/n on the call's last write of out).
 void decodeParsed(const WireInfo& info, const void* in, float* out, size_t n, bool add, float scale = 1.0f);
 
+/// out[0..n) = (decode(in[0]) + decode(in[1]) + ... + decode(in[k-1])) * scale, summed left to
+/// right: bit for bit decodeParsed(in[0], add = false) followed by decodeParsed(in[j], add = true)
+/// for j = 1..k-1 and then the scaling, but bucket by bucket, so that out is written once while
+/// each bucket is in cache instead of read and written k times. Every in[j] must have been
+/// validated by parseWire() into infos[j]; all must share one codec configuration (kMismatch) and
+/// hold n elements (kMismatch). k >= 1.
+void decodeSumParsed(const WireInfo* infos, const void* const* in, size_t k, float* out, size_t n, float scale = 1.0f);
+
 /// "fp32", "fp16", "bf16", "onebit", "signscale", "maxmin", "dyn8".
 const char* codecName(CodecId id) noexcept;
 

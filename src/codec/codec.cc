@@ -141,6 +141,59 @@ void decodeParsedWith(const Kernels& k, const WireInfo& info, const void* in, fl
   }
 }
 
+void decodeSumParsedWith(const Kernels& k, const WireInfo* infos, const void* const* in, size_t sources, float* out,
+                         size_t n, float scale) {
+  QCCL_CHECK(sources >= 1 && infos != nullptr && in != nullptr, ErrorCode::kInvalidArgument,
+             "decodeSum: needs at least one source");
+  const CodecConfig& cfg = infos[0].cfg;
+  for (size_t j = 0; j < sources; ++j) {
+    if (infos[j].count != n)
+      QCCL_THROW(ErrorCode::kMismatch, "wire: source " + std::to_string(j) + " has count " +
+                                           std::to_string(infos[j].count) + " but the caller expects " +
+                                           std::to_string(n));
+    const CodecConfig& c = infos[j].cfg;
+    if (c.codec != cfg.codec || c.bits != cfg.bits || c.bucket != cfg.bucket || c.stochastic != cfg.stochastic)
+      QCCL_THROW(ErrorCode::kMismatch, "wire: source " + std::to_string(j) + " is " + codecName(c.codec) +
+                                           " but source 0 is " + codecName(cfg.codec) +
+                                           " (or their bits or buckets differ)");
+  }
+  QCCL_CHECK(out != nullptr || n == 0, ErrorCode::kInvalidArgument, "decode: null output");
+  if (n == 0) return;
+  // One cursor per source into its payload; at most a few sources, so no allocation for them.
+  constexpr size_t kInline = 16;
+  const uint8_t* inlineCursor[kInline];
+  std::vector<const uint8_t*> heapCursor;
+  const uint8_t** cur = inlineCursor;
+  if (sources > kInline) {
+    heapCursor.resize(sources);
+    cur = heapCursor.data();
+  }
+  for (size_t j = 0; j < sources; ++j) cur[j] = static_cast<const uint8_t*>(in[j]) + kWireHeaderBytes;
+  if (isCast(cfg.codec)) {
+    auto fn = k.castDecode[static_cast<int>(cfg.codec)];
+    // In pieces that stay in L1 while every source is added to them.
+    constexpr size_t kPiece = 4096;
+    const size_t width = cfg.codec == CodecId::kFp32 ? 4 : 2;
+    for (size_t base = 0; base < n; base += kPiece) {
+      const size_t m = n - base < kPiece ? n - base : kPiece;
+      for (size_t j = 0; j < sources; ++j) fn(cur[j] + base * width, m, out + base, j > 0);
+      if (scale != 1.0f) scaleRange(out + base, m, scale);
+    }
+    return;
+  }
+  BucketCtx ctx = makeCtx(cfg, 0);
+  BucketDecodeFn fn = k.bucketDecode[static_cast<int>(cfg.codec)];
+  for (size_t base = 0; base < n; base += cfg.bucket) {
+    const uint32_t m = static_cast<uint32_t>(n - base < cfg.bucket ? n - base : cfg.bucket);
+    const uint64_t block = math::bucketBlockBytes(cfg.codec, cfg.bits, m);
+    for (size_t j = 0; j < sources; ++j) {
+      fn(ctx, cur[j], m, out + base, j > 0);
+      cur[j] += block;
+    }
+    if (scale != 1.0f) scaleRange(out + base, m, scale);
+  }
+}
+
 WireInfo decodeWith(const Kernels& k, const void* in, size_t bytes, float* out, size_t n, bool add) {
   WireInfo info = parseWire(in, bytes);
   decodeParsedWith(k, info, in, out, n, add);
@@ -277,6 +330,10 @@ WireInfo decodeAdd(const void* in, size_t bytes, float* out, size_t n) {
 
 void decodeParsed(const WireInfo& info, const void* in, float* out, size_t n, bool add, float scale) {
   cpu::decodeParsedWith(cpu::activeKernels(), info, in, out, n, add, scale);
+}
+
+void decodeSumParsed(const WireInfo* infos, const void* const* in, size_t k, float* out, size_t n, float scale) {
+  cpu::decodeSumParsedWith(cpu::activeKernels(), infos, in, k, out, n, scale);
 }
 
 const char* codecName(CodecId id) noexcept {

@@ -118,6 +118,8 @@ struct Executor::StepState {
   std::vector<std::vector<RequestPtr>> sreq;
   std::vector<RequestPtr> rreq;
   std::vector<RequestPtr> pending;
+  std::vector<WireInfo> sumInfo;    // recvSumChunk: one parsed header per receive stream
+  std::vector<const void*> sumBuf;  // and its bytes
 
   // Drops every outstanding request (after a failure; the staging they point at stays alive).
   void reset() noexcept {
@@ -226,6 +228,10 @@ void Executor::runSteps(const Plan& plan, size_t first, size_t last, const float
       StepState& S = *scratch_[s];
       for (size_t g = 0; g < S.nG; ++g)
         if (k < chunksOf(S.groups[g].range, S.C)) sendChunk(S, g, k);
+      if (S.step->op == RecvOp::kSum && S.nR > 1 && p.ops == nullptr) {
+        if (k < chunksOf(S.step->recvs[0].range, S.C)) recvSumChunk(S, k);
+        continue;
+      }
       bool firstRecv = true;
       for (size_t r = 0; r < S.nR; ++r) {
         if (k >= chunksOf(S.step->recvs[r].range, S.C)) continue;
@@ -343,12 +349,10 @@ void Executor::sendChunk(StepState& S, size_t g, size_t k) {
   }
 }
 
-// Waits for chunk k of receive stream r (or takes this rank's own encoding), validates its
-// header, decodes it into place and reposts the slot for chunk k + depth.
-void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
+const uint8_t* Executor::takeChunk(StepState& S, size_t r, size_t k, WireInfo* info) {
   const ExecParams& p = *S.p;
   const Transfer& tr = S.step->recvs[r];
-  Range c = chunkOf(tr.range, S.C, k);
+  const Range c = chunkOf(tr.range, S.C, k);
   const uint8_t* buf;
   size_t bytes;
   const int self = S.selfGroup[r];
@@ -364,10 +368,8 @@ void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
     stats_.bytesReceived += bytes;
     buf = S.rslot[r * S.D + k % S.D];
   }
-  const Clock::time_point t0 = Clock::now();
-  WireInfo info;
   try {
-    info = checkHeader(buf, bytes, p, c.size(), tr.peer, S.plan->rank);
+    *info = checkHeader(buf, bytes, p, c.size(), tr.peer, S.plan->rank);
   } catch (const Error&) {
     // A peer that aborted may have left bytes of its failed call behind (or torn down memory a
     // rendezvous still reads): its notice, when there is one, is the cause to report.
@@ -377,6 +379,18 @@ void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
     pollWait(t_, w);
     throw;
   }
+  return buf;
+}
+
+// Waits for chunk k of receive stream r (or takes this rank's own encoding), validates its
+// header, decodes it into place and reposts the slot for chunk k + depth.
+void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
+  const ExecParams& p = *S.p;
+  const Transfer& tr = S.step->recvs[r];
+  const Range c = chunkOf(tr.range, S.C, k);
+  WireInfo info;
+  const uint8_t* buf = takeChunk(S, r, k, &info);
+  const Clock::time_point t0 = Clock::now();
   float* out = S.dst + tr.dstOffset + (c.begin - tr.range.begin);
   const RecvOp op = S.step->op;
   bool add = !(op == RecvOp::kCopy || (op == RecvOp::kSum && first));
@@ -389,7 +403,30 @@ void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
     decodeParsed(info, buf, out, c.size(), add, last ? p.outScale : 1.0f);
   }
   stats_.decodeSec += since(t0);
-  if (self < 0 && k + S.D < chunksOf(tr.range, S.C)) postRecv(S, r, k + S.D);
+  if (S.selfGroup[r] < 0 && k + S.D < chunksOf(tr.range, S.C)) postRecv(S, r, k + S.D);
+}
+
+// kSum: every stream holds the same range, summed in receive order. Waiting for all of chunk k
+// first and decoding them together writes the chunk once, bucket by bucket in cache, instead of
+// reading and writing it once per stream (the sum and its order are the same: decodeSumParsed).
+void Executor::recvSumChunk(StepState& S, size_t k) {
+  const ExecParams& p = *S.p;
+  const Range range = S.step->recvs[0].range;
+  const Range c = chunkOf(range, S.C, k);
+  S.sumInfo.resize(S.nR);
+  S.sumBuf.resize(S.nR);
+  for (size_t r = 0; r < S.nR; ++r) {
+    QCCL_CHECK(S.step->recvs[r].range == range && S.step->recvs[r].dstOffset == S.step->recvs[0].dstOffset,
+               ErrorCode::kInternalError, "plan: the receives of a sum step differ in range");
+    S.sumBuf[r] = takeChunk(S, r, k, &S.sumInfo[r]);
+  }
+  const Clock::time_point t0 = Clock::now();
+  float* out = S.dst + S.step->recvs[0].dstOffset + (c.begin - range.begin);
+  const bool last = static_cast<size_t>(S.si) + 1 == S.plan->steps.size();
+  decodeSumParsed(S.sumInfo.data(), S.sumBuf.data(), S.nR, out, c.size(), last ? p.outScale : 1.0f);
+  stats_.decodeSec += since(t0);
+  for (size_t r = 0; r < S.nR; ++r)
+    if (S.selfGroup[r] < 0 && k + S.D < chunksOf(range, S.C)) postRecv(S, r, k + S.D);
 }
 
 }  // namespace qccl

@@ -116,6 +116,11 @@ class Executor {
   void postRecv(StepState& S, size_t recv, size_t chunk);
   void sendChunk(StepState& S, size_t group, size_t chunk);
   void recvChunk(StepState& S, size_t recv, size_t chunk, bool first);
+  /// A kSum step's chunk k from every receive stream, summed in one decode (decodeSumParsed).
+  void recvSumChunk(StepState& S, size_t chunk);
+  /// Waits for chunk k of receive stream r (or takes this rank's own encoding) and validates its
+  /// header; returns the bytes and their parsed header.
+  const uint8_t* takeChunk(StepState& S, size_t r, size_t k, WireInfo* info);
   void finishStep(StepState& S);
   uint8_t* slot(size_t index, size_t bytes);
   void accountStaging(size_t grown);

@@ -7,6 +7,7 @@
 
 #include "codec/cpu_kernels.hpp"
 #include "codec_test_util.hpp"
+#include "qccl/error.hpp"
 
 namespace qccl {
 namespace test {
@@ -159,6 +160,71 @@ TEST_P(IsaEquivalence, RandomPayloadDecodesMatchScalar) {
       EXPECT_TRUE(sameBits(refA, a, &where)) << where;
     }
   }
+}
+
+// decodeSumParsed (the executor's kSum receive) is, bit for bit, the decodes added one after the
+// other in source order and then scaled, for every ISA, codec, source count and odd size.
+TEST_P(IsaEquivalence, DecodeSumIsTheDecodesAddedInOrder) {
+  const CodecConfig cfg = GetParam();
+  std::vector<const cpu::Kernels*> all = vectorIsas();
+  all.insert(all.begin(), &cpu::scalarKernels());
+  for (size_t n : {1ul, 33ul, 512ul, 1000ul, 4037ul, 9001ul}) {
+    for (size_t sources : {1ul, 2ul, 3ul, 5ul}) {
+      std::vector<std::vector<uint8_t>> wires;
+      std::vector<WireInfo> infos;
+      std::vector<const void*> ptrs;
+      for (size_t j = 0; j < sources; ++j) {
+        std::vector<float> g =
+            j % 2 ? gaussian(n, static_cast<uint32_t>(11 * j + n), 3.0f) : edgeData(n, static_cast<uint32_t>(n + j));
+        wires.push_back(encodeVec(cfg, g, nullptr));
+      }
+      for (const auto& w : wires) {
+        infos.push_back(parseWire(w.data(), w.size()));
+        ptrs.push_back(w.data());
+      }
+      for (float scale : {1.0f, 0.25f, 1.0f / 3.0f}) {
+        for (const cpu::Kernels* k : all) {
+          SCOPED_TRACE(std::string(k->isa) + " n=" + std::to_string(n) + " sources=" + std::to_string(sources) +
+                       " scale=" + std::to_string(scale));
+          std::vector<float> ref(n, 7.0f), got(n, -7.0f);
+          for (size_t j = 0; j < sources; ++j)
+            cpu::decodeParsedWith(*k, infos[j], ptrs[j], ref.data(), n, j > 0, j + 1 == sources ? scale : 1.0f);
+          cpu::decodeSumParsedWith(*k, infos.data(), ptrs.data(), sources, got.data(), n, scale);
+          std::string where;
+          EXPECT_TRUE(sameBits(ref, got, &where)) << where;
+        }
+      }
+    }
+  }
+}
+
+// Sources that disagree on the count or the codec are kMismatch, before anything is written.
+TEST(DecodeSum, MismatchedSourcesAreRejected) {
+  CodecConfig one;
+  one.codec = CodecId::kOneBit;
+  one.bucket = 512;
+  CodecConfig four;
+  four.codec = CodecId::kMaxMin;
+  four.bits = 4;
+  four.bucket = 512;
+  std::vector<float> g = gaussian(1000, 1), shortG = gaussian(999, 2);
+  std::vector<uint8_t> a = encodeVec(one, g, nullptr), b = encodeVec(four, g, nullptr),
+                       c = encodeVec(one, shortG, nullptr);
+  std::vector<float> out(1000, 5.0f);
+  for (const auto* other : {&b, &c}) {
+    WireInfo infos[2] = {parseWire(a.data(), a.size()), parseWire(other->data(), other->size())};
+    const void* ptrs[2] = {a.data(), other->data()};
+    try {
+      decodeSumParsed(infos, ptrs, 2, out.data(), 1000);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kMismatch) << e.what();
+    }
+    for (float v : out) ASSERT_EQ(v, 5.0f);
+  }
+  WireInfo info = parseWire(a.data(), a.size());
+  const void* ptr = a.data();
+  EXPECT_THROW(decodeSumParsed(&info, &ptr, 0, out.data(), 1000), Error);
 }
 
 // dyn8 codes are decided by comparisons with the thresholds: values exactly on and one ulp around
