@@ -222,6 +222,39 @@ TEST(MpiColl, AutoUncompressedUsesTheLibraryAllreduce) {
   }
 }
 
+// In place and out of place, small and above the size from which an in-place call is staged out
+// of place for the library (Open MPI's in-place MPI_Iallreduce was 2.35x slower): exact sums and
+// averages on every rank, and the input of an out-of-place call untouched. The shared segment is
+// off, so that the ranks of this one host take the path ranks on different hosts take.
+TEST(MpiColl, AutoUncompressedInPlaceThroughTheLibrary) {
+  Options opts;
+  opts.shm = false;
+  auto comm = worldComm(opts);
+  const int rank = comm->rank(), n = comm->size();
+  for (size_t count : {size_t{5000}, size_t{(64 << 10) + 5}, size_t{(1 << 20) + 3}}) {
+    for (RedOp op : {RedOp::kSum, RedOp::kAvg}) {
+      for (bool inPlace : {true, false}) {
+        std::vector<float> buf = exactInput(count, rank), out(count, -1.0f);
+        const std::vector<float> input = buf;
+        float* dst = inPlace ? buf.data() : out.data();
+        comm->allreduce(buf.data(), dst, count, DataType::kFloat32, op, TensorOpts{});
+        int path = -1;
+        EXPECT_EQ(comm->lastAlgo(&path), Algo::kRing);
+        EXPECT_EQ(path, 1) << "count " << count << ": the library's allreduce";
+        const float inv = 1.0f / static_cast<float>(n);  // the average is the exact sum times 1/n
+        for (size_t i = 0; i < count; ++i) {
+          const float sum = static_cast<float>(n * (static_cast<double>(i % 2053) - 1000.0) + n * (n - 1) / 2.0);
+          ASSERT_EQ(dst[i], op == RedOp::kAvg ? sum * inv : sum)
+              << "element " << i << " of " << count << (inPlace ? " in place" : "");
+        }
+        if (!inPlace) {
+          ASSERT_EQ(buf, input) << "an out-of-place call changed its input";
+        }
+      }
+    }
+  }
+}
+
 void nativeMismatchRun(bool countMismatch) {
   Options opts;
   opts.timeoutSec = 30;
