@@ -114,6 +114,8 @@ class HookState:
         min_compress_numel: parameters with fewer elements are sent as fp32.
         compress_1d: also compress 1-D parameters (biases, norms); off by default.
         warmup_steps: the first steps (counted by the last bucket of each backward) are fp32.
+            With ``optimizer=`` SGD momentum and a 1-bit codec, about 10% of the run is
+            recommended (bench/RESULTS.md, "A warm-up of uncompressed steps").
         async_op: run the collectives on a background thread so that backward keeps computing
             while buckets are on the wire; False runs them inside the hook.
         optimizer: the ``torch.optim.SGD``, ``Adam`` or ``AdamW`` that steps this model: makes the
