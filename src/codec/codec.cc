@@ -104,53 +104,16 @@ void scaleRange(float* out, size_t n, float s) {
   for (; i < n; ++i) out[i] = out[i] * s;
 }
 
-}  // namespace
-
-void decodeParsedWith(const Kernels& k, const WireInfo& info, const void* in, float* out, size_t n, bool add,
-                      float scale) {
-  if (info.count != n)
-    QCCL_THROW(ErrorCode::kMismatch,
-               "wire: count " + std::to_string(info.count) + " but the caller expects " + std::to_string(n));
-  QCCL_CHECK(out != nullptr || n == 0, ErrorCode::kInvalidArgument, "decode: null output");
-  if (n == 0) return;
-  const uint8_t* payload = static_cast<const uint8_t*>(in) + kWireHeaderBytes;
-  const CodecConfig& cfg = info.cfg;
-  if (isCast(cfg.codec)) {
-    auto fn = k.castDecode[static_cast<int>(cfg.codec)];
-    if (scale == 1.0f) {
-      fn(payload, n, out, add);
-      return;
-    }
-    // In pieces that stay in L1 between the decode and the scaling.
-    constexpr size_t kPiece = 4096;
-    const size_t width = cfg.codec == CodecId::kFp32 ? 4 : 2;
-    for (size_t base = 0; base < n; base += kPiece) {
-      const size_t m = n - base < kPiece ? n - base : kPiece;
-      fn(payload + base * width, m, out + base, add);
-      scaleRange(out + base, m, scale);
-    }
-    return;
-  }
-  BucketCtx ctx = makeCtx(cfg, 0);
-  BucketDecodeFn fn = k.bucketDecode[static_cast<int>(cfg.codec)];
-  for (size_t base = 0; base < n; base += cfg.bucket) {
-    uint32_t m = static_cast<uint32_t>(n - base < cfg.bucket ? n - base : cfg.bucket);
-    fn(ctx, payload, m, out + base, add);
-    if (scale != 1.0f) scaleRange(out + base, m, scale);
-    payload += math::bucketBlockBytes(cfg.codec, cfg.bits, m);
-  }
-}
-
-void decodeSumParsedWith(const Kernels& k, const WireInfo* infos, const void* const* in, size_t sources, float* out,
-                         size_t n, float scale) {
-  QCCL_CHECK(sources >= 1 && infos != nullptr && in != nullptr, ErrorCode::kInvalidArgument,
-             "decodeSum: needs at least one source");
+// out = (out if add) + decode(in[0]) + ... + decode(in[sources - 1]), then * scale, piece by piece
+// (a bucket, or 4096 elements of a cast) so that out is written once while the piece is in cache.
+// The sums and their order are those of one decode per source in turn followed by a scaling pass.
+void decodeSources(const Kernels& k, const WireInfo* infos, const void* const* in, size_t sources, float* out, size_t n,
+                   bool add, float scale) {
   const CodecConfig& cfg = infos[0].cfg;
   for (size_t j = 0; j < sources; ++j) {
     if (infos[j].count != n)
-      QCCL_THROW(ErrorCode::kMismatch, "wire: source " + std::to_string(j) + " has count " +
-                                           std::to_string(infos[j].count) + " but the caller expects " +
-                                           std::to_string(n));
+      QCCL_THROW(ErrorCode::kMismatch,
+                 "wire: count " + std::to_string(infos[j].count) + " but the caller expects " + std::to_string(n));
     const CodecConfig& c = infos[j].cfg;
     if (c.codec != cfg.codec || c.bits != cfg.bits || c.bucket != cfg.bucket || c.stochastic != cfg.stochastic)
       QCCL_THROW(ErrorCode::kMismatch, "wire: source " + std::to_string(j) + " is " + codecName(c.codec) +
@@ -159,39 +122,41 @@ void decodeSumParsedWith(const Kernels& k, const WireInfo* infos, const void* co
   }
   QCCL_CHECK(out != nullptr || n == 0, ErrorCode::kInvalidArgument, "decode: null output");
   if (n == 0) return;
-  // One cursor per source into its payload; at most a few sources, so no allocation for them.
-  constexpr size_t kInline = 16;
-  const uint8_t* inlineCursor[kInline];
-  std::vector<const uint8_t*> heapCursor;
-  const uint8_t** cur = inlineCursor;
-  if (sources > kInline) {
-    heapCursor.resize(sources);
-    cur = heapCursor.data();
-  }
-  for (size_t j = 0; j < sources; ++j) cur[j] = static_cast<const uint8_t*>(in[j]) + kWireHeaderBytes;
+  auto payload = [&](size_t j) { return static_cast<const uint8_t*>(in[j]) + kWireHeaderBytes; };
   if (isCast(cfg.codec)) {
     auto fn = k.castDecode[static_cast<int>(cfg.codec)];
-    // In pieces that stay in L1 while every source is added to them.
     constexpr size_t kPiece = 4096;
     const size_t width = cfg.codec == CodecId::kFp32 ? 4 : 2;
     for (size_t base = 0; base < n; base += kPiece) {
       const size_t m = n - base < kPiece ? n - base : kPiece;
-      for (size_t j = 0; j < sources; ++j) fn(cur[j] + base * width, m, out + base, j > 0);
+      for (size_t j = 0; j < sources; ++j) fn(payload(j) + base * width, m, out + base, add || j > 0);
       if (scale != 1.0f) scaleRange(out + base, m, scale);
     }
     return;
   }
   BucketCtx ctx = makeCtx(cfg, 0);
   BucketDecodeFn fn = k.bucketDecode[static_cast<int>(cfg.codec)];
-  for (size_t base = 0; base < n; base += cfg.bucket) {
+  // Every bucket but the last is full, so bucket b starts b full blocks into each payload.
+  const uint64_t fullBlock = math::bucketBlockBytes(cfg.codec, cfg.bits, cfg.bucket);
+  for (size_t base = 0, b = 0; base < n; base += cfg.bucket, ++b) {
     const uint32_t m = static_cast<uint32_t>(n - base < cfg.bucket ? n - base : cfg.bucket);
-    const uint64_t block = math::bucketBlockBytes(cfg.codec, cfg.bits, m);
-    for (size_t j = 0; j < sources; ++j) {
-      fn(ctx, cur[j], m, out + base, j > 0);
-      cur[j] += block;
-    }
+    for (size_t j = 0; j < sources; ++j) fn(ctx, payload(j) + b * fullBlock, m, out + base, add || j > 0);
     if (scale != 1.0f) scaleRange(out + base, m, scale);
   }
+}
+
+}  // namespace
+
+void decodeParsedWith(const Kernels& k, const WireInfo& info, const void* in, float* out, size_t n, bool add,
+                      float scale) {
+  decodeSources(k, &info, &in, 1, out, n, add, scale);
+}
+
+void decodeSumParsedWith(const Kernels& k, const WireInfo* infos, const void* const* in, size_t sources, float* out,
+                         size_t n, float scale) {
+  QCCL_CHECK(sources >= 1 && infos != nullptr && in != nullptr, ErrorCode::kInvalidArgument,
+             "decodeSum: needs at least one source");
+  decodeSources(k, infos, in, sources, out, n, false, scale);
 }
 
 WireInfo decodeWith(const Kernels& k, const void* in, size_t bytes, float* out, size_t n, bool add) {

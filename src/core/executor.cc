@@ -276,6 +276,9 @@ size_t Executor::prepareStep(StepState& S, size_t slotBase) {
     }
   }
   S.nR = st.recvs.size();
+  for (size_t r = 1; r < S.nR && st.op == RecvOp::kSum; ++r)
+    QCCL_CHECK(st.recvs[r].range == st.recvs[0].range && st.recvs[r].dstOffset == st.recvs[0].dstOffset,
+               ErrorCode::kInternalError, "plan: the receives of a sum step differ in range");
   S.selfGroup.assign(S.nR, -1);
   for (size_t r = 0; r < S.nR; ++r) {
     if (st.recvs[r].peer != me) continue;
@@ -415,11 +418,7 @@ void Executor::recvSumChunk(StepState& S, size_t k) {
   const Range c = chunkOf(range, S.C, k);
   S.sumInfo.resize(S.nR);
   S.sumBuf.resize(S.nR);
-  for (size_t r = 0; r < S.nR; ++r) {
-    QCCL_CHECK(S.step->recvs[r].range == range && S.step->recvs[r].dstOffset == S.step->recvs[0].dstOffset,
-               ErrorCode::kInternalError, "plan: the receives of a sum step differ in range");
-    S.sumBuf[r] = takeChunk(S, r, k, &S.sumInfo[r]);
-  }
+  for (size_t r = 0; r < S.nR; ++r) S.sumBuf[r] = takeChunk(S, r, k, &S.sumInfo[r]);
   const Clock::time_point t0 = Clock::now();
   float* out = S.dst + S.step->recvs[0].dstOffset + (c.begin - range.begin);
   const bool last = static_cast<size_t>(S.si) + 1 == S.plan->steps.size();
