@@ -31,7 +31,7 @@ namespace math {
 
 constexpr int kReduceSlots = 128;
 constexpr int kLanes = 32;
-constexpr float kMaxMinClamp = 0x1p126f;  // |min|,|max| clamp when max - min overflows
+constexpr float kMaxMinClamp = 0x1p126f;  // |min|,|max| clamp of a maxmin bucket
 
 QCCL_HD uint32_t floatBits(float f) {
   uint32_t u;
@@ -141,17 +141,21 @@ struct MaxMinParams {
   uint32_t levels;  // 2^bits - 1
 };
 
-/// From the bucket's finite min and max (already +0.0f canonicalized). Clamps when max - min overflows.
+/// From the bucket's finite min and max (already +0.0f canonicalized). When max - min overflows,
+/// or the top level min + levels * step does (min 2.6e33, max FLT_MAX: the range is finite, the top
+/// level is Inf), both are clamped to [-2^126, 2^126], so every decoded value and residual is finite.
+/// Any other bucket, a constant one near FLT_MAX included, keeps its exact min and max.
 QCCL_HD MaxMinParams maxminParams(float mn, float mx, int bits) {
   MaxMinParams p;
   p.levels = (1u << bits) - 1u;
-  if (!isFinite(mx - mn)) {
-    mn = fmax2(mn, -kMaxMinClamp);
-    mx = fmin2(mx, kMaxMinClamp);
+  p.step = (mx - mn) / (float)p.levels;
+  if (!isFinite(mx - mn) || !isFinite(mn + (float)p.levels * p.step)) {
+    mn = fmin2(fmax2(mn, -kMaxMinClamp), kMaxMinClamp);
+    mx = fmin2(fmax2(mx, -kMaxMinClamp), kMaxMinClamp);
+    p.step = (mx - mn) / (float)p.levels;
   }
   p.mn = mn;
   p.mx = mx;
-  p.step = (mx - mn) / (float)p.levels;
   float inv = p.step > 0.0f ? 1.0f / p.step : 0.0f;
   p.inv = isFinite(inv) ? inv : 3.40282347e38f;
   return p;

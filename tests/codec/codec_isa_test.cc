@@ -21,7 +21,7 @@ std::vector<float> edgeData(size_t n, uint32_t seed) {
   std::uniform_int_distribution<uint32_t> bitsDist;
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) {
-    size_t block = (i / 96) % 14;  // not a bucket multiple: characters straddle buckets
+    size_t block = (i / 96) % 15;  // not a bucket multiple: characters straddle buckets
     float x = nd(rng);
     switch (block) {
       case 0:
@@ -63,6 +63,9 @@ std::vector<float> edgeData(size_t n, uint32_t seed) {
       case 12:
         v[i] = -std::fabs(x) - 1e-3f;
         break;  // all < 0
+      case 13:
+        v[i] = i % 3 == 0 ? 3.4e38f : 2.6e33f * (1.0f + std::fabs(x));
+        break;  // one-sided near FLT_MAX: max - min is finite, min + levels * step is not
       default:
         v[i] = x * 1e-3f + 5.0f;
         break;  // offset range
