@@ -77,8 +77,9 @@ def parse_args():
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the task's steps (the CTest subset uses < 1)")
     ap.add_argument("--constant-lr", action="store_true", help="keep the peak learning rate after the warm-up")
     ap.add_argument("--algo", choices=("sra", "allgather"), help="qccl algorithm (default: the hook's choice)")
-    ap.add_argument("--hook-warmup", type=int, default=0, help="HookState warmup_steps (onebit_adam: 10%% of steps "
-                    "when 0)")
+    ap.add_argument("--hook-warmup", type=int, default=-1,
+                    help="HookState warmup_steps; -1 (default): what the README recommends, 10%% of the steps "
+                    "for the 1-bit codecs with optimizer= under SGD momentum and for onebit_adam, 0 otherwise")
     ap.add_argument("--clip", type=float, default=0.0, help="clip_grad_norm_ to this norm after backward (0: off)")
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--out", help="JSON file written by rank 0")
@@ -120,15 +121,17 @@ def make_hook(kind: str, ddp: DDP, opt, codec, bits, scheme, args, task: Task, m
         return None, None
     comm = qccl.from_mpi(mpi, timeout=120.0)
     kw: Dict[str, Any] = dict(codec=codec, bits=bits, algo=args.algo)
-    warm = args.hook_warmup
+    warm = max(0, args.hook_warmup)
     if scheme is not None:
         kw["optimizer"] = opt
         if scheme != "m":
             kw["scheme"] = scheme
-        # onebit_adam (also the hook's default for Adam/AdamW with a lossy codec) warms up for 10% of
-        # the run here, as a user who knows the run length would set it
+        # By default the run warms up as the README tells a user who knows the run length to: 10% of
+        # it uncompressed for onebit_adam (the hook's default for Adam/AdamW with a lossy codec) and
+        # for the 1-bit codecs under SGD momentum (bench/RESULTS.md, "A warm-up of uncompressed steps")
         chosen = default_scheme(opt, lossless=False) if scheme == "m" else scheme  # every codec here is lossy
-        if chosen == "onebit_adam" and warm == 0:
+        one_bit_sgd = codec in ("onebit", "signscale") and isinstance(opt, torch.optim.SGD) and chosen != "plain"
+        if args.hook_warmup < 0 and (chosen == "onebit_adam" or one_bit_sgd):
             warm = max(1, task.steps // 10)
     state = qtorch.HookState(comm, warmup_steps=warm, **kw)
     ddp.register_comm_hook(state, qtorch.allreduce_hook)
@@ -146,7 +149,7 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
     kind, codec, bits, scheme = parse_variant(variant)
     ddp = DDP(copy.deepcopy(base))
     opt = task.make_optimizer(ddp.parameters())
-    comm, _ = make_hook(kind, ddp, opt, codec, bits, scheme, args, task, mpi, args.seed)
+    comm, state = make_hook(kind, ddp, opt, codec, bits, scheme, args, task, mpi, args.seed)
     stats0 = comm.stats() if comm else None
     losses: List[float] = []
     evals: List[Dict[str, float]] = []
@@ -184,6 +187,8 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
     # Every rank must agree on success before the next collective.
     failed = mpi.allreduce(1 if error else 0, op=MPI.MAX)
     res: Dict[str, Any] = {"variant": variant, "wall_s": wall, "train_s": wall - eval_s, "steps": task.steps}
+    if state is not None:
+        res["hook_warmup_steps"] = state.warmup_steps
     if failed:
         errors = [e for e in mpi.allgather(error) if e]
         res["error"] = errors[0] if errors else "failed on another rank"
