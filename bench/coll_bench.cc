@@ -339,10 +339,16 @@ double meanOverRanks(double v) {
   return sum / gSize;
 }
 
-double processCpuSeconds() {
+// The process's CPU seconds, user + system, and the system part alone (the kernel's TCP/IP work:
+// on the emulated cluster also the veth forwarding and shaping of the hosts' links).
+struct CpuSeconds {
+  double total = 0, sys = 0;
+};
+CpuSeconds processCpuSeconds() {
   rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + 1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  const double sys = ru.ru_stime.tv_sec + 1e-6 * ru.ru_stime.tv_usec;
+  return {ru.ru_utime.tv_sec + 1e-6 * ru.ru_utime.tv_usec + sys, sys};
 }
 
 Row benchSize(Bench& b, size_t size, uint64_t idx) {
@@ -366,9 +372,9 @@ Row benchSize(Bench& b, size_t size, uint64_t idx) {
   }
   qcclStats_t s0, s1;
   qc(qcclCommGetStats(b.comm, &s0), b.comm, "stats");
-  const double cpu0 = processCpuSeconds();
+  const CpuSeconds cpu0 = processCpuSeconds();
   row.timeS = timeIt(b.a, [&] { b.run(send.data(), recv.data(), count, t, b.comm); });
-  const double cpu1 = processCpuSeconds();
+  const CpuSeconds cpu1 = processCpuSeconds();
   qc(qcclCommGetStats(b.comm, &s1), b.comm, "stats");
   if (allreduce) {
     int ran = 0, native = 0;
@@ -388,7 +394,8 @@ Row benchSize(Bench& b, size_t size, uint64_t idx) {
   row.decS = meanOverRanks((s1.decodeSeconds - s0.decodeSeconds) / calls);
   row.waitS = meanOverRanks((s1.waitSeconds - s0.waitSeconds) / calls);
   row.idleS = meanOverRanks((s1.idleSeconds - s0.idleSeconds) / calls);
-  row.cpuS = meanOverRanks((cpu1 - cpu0) / calls);
+  row.cpuS = meanOverRanks((cpu1.total - cpu0.total) / calls);
+  row.sysS = meanOverRanks((cpu1.sys - cpu0.sys) / calls);
   uint64_t mem = s1.residualBytes + s1.peakStagingBytes;
   MPI_Allreduce(&mem, &row.peakMem, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
   qc(qcclTensorRelease(b.comm, t.id), b.comm, "qcclTensorRelease");

@@ -39,7 +39,7 @@ struct Row {
   bool checked = false;
   uint64_t wrong = 0, peakMem = 0, maxRss = 0;
   // Per call, mean over ranks: seconds encoding, decoding, waiting (of which idle), process CPU.
-  double encS = 0, decS = 0, waitS = 0, idleS = 0, cpuS = 0;
+  double encS = 0, decS = 0, waitS = 0, idleS = 0, cpuS = 0, sysS = 0;
   double predictedS = -1, breakevenGbit = -1;  // from the model, after every row ran
   std::string ran;  // what the timed calls ran (allreduce: qcclCommGetLastAlgo, "native" for the MPI library's)
 };

@@ -148,12 +148,13 @@ void printRow(const Bench& b, const Row& r) {
         "\"speedup_vs_best\":%.6g,\"baselines\":{%s},\"mpi_time_s\":%.9g,\"mpi_iallreduce_time_s\":%.9g,"
         "\"qccl_ring_time_s\":%.9g,\"gloo_time_s\":%.9g,\"gloo_algo\":\"%s\",\"fp16_time_s\":%.9g,"
         "\"speedup_vs_mpi\":%.6g,\"speedup_vs_fp16\":%.6g,\"encode_gbps\":%.6g,\"decode_gbps\":%.6g,"
-        "\"cpu\":{\"encode_s\":%.6g,\"decode_s\":%.6g,\"wait_s\":%.6g,\"idle_s\":%.6g,\"process_s\":%.6g}}\n",
+        "\"cpu\":{\"encode_s\":%.6g,\"decode_s\":%.6g,\"wait_s\":%.6g,\"idle_s\":%.6g,\"process_s\":%.6g,"
+        "\"process_sys_s\":%.6g}}\n",
         b.name(), r.size, r.count, codec, b.wireBits, algo, b.a.transport.c_str(), gSize, r.timeS, algbw, busbw,
         r.ran.c_str(), r.wireBytes, r.interHostBytes, r.ratio, r.relErr, wrongText(r, "null").c_str(),
         r.checked ? "true" : "false", (unsigned long long)r.peakMem, (unsigned long long)r.maxRss, r.best.name.c_str(),
         r.best.timeS, xb, base.c_str(), r.mpiTimeS, iall, ring, gloo, glooName.c_str(), r.fp16TimeS, xm, xf, b.encGBps,
-        b.decGBps, r.encS, r.decS, r.waitS, r.idleS, r.cpuS);
+        b.decGBps, r.encS, r.decS, r.waitS, r.idleS, r.cpuS, r.sysS);
   } else if (b.a.csv) {
     std::printf(
         "%zu,%zu,%s,%d,%s,%s,%d,%.9g,%.6g,%.6g,%.0f,%.6g,%.6g,%s,%llu,%llu,%s,%.9g,%.6g,%.9g,%.9g,%.9g,%.9g,%.9g,%.6g,"
