@@ -215,7 +215,7 @@ void Executor::runSteps(const Plan& plan, size_t first, size_t last, const float
     S.plan = &plan;
     S.step = &plan.steps[s];
     S.si = static_cast<int>(s);
-    S.src = src;
+    S.src = s == 0 ? src : dst;  // a later step sends what earlier steps received
     S.dst = dst;
     S.p = &p;
     S.C = p.chunkElems;

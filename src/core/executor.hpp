@@ -91,8 +91,11 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  /// Runs every step of `plan`: sends read `src`, receives write `dst` (they may be equal, as in
-  /// an in-place allreduce: a step encodes chunk k of every send before it decodes chunk k).
+  /// Runs every step of `plan`: the first step's sends read `src`, every later step's sends read
+  /// `dst` (what the earlier steps received there: sra's owner forwards its reduced shard), and
+  /// receives write `dst`. They may be equal, as in an in-place allreduce: a step encodes chunk k of
+  /// every send before it decodes chunk k. Out of place, a plan with a kAccumulate step needs dst
+  /// to hold src's values first (planNeedsDstInit()).
   /// Throws Error: kMismatch / kMalformed for a bad message, kTimeout, kRemoteError,
   /// kTransportError, kCommFailed (cancelled). After a throw the requests of the call are still
   /// outstanding: the caller tells the peers first, then calls abandon().

@@ -18,6 +18,12 @@ std::vector<Range> splitAligned(size_t count, int parts, size_t align) {
   return out;
 }
 
+bool planNeedsDstInit(const Plan& plan) {
+  for (const PlanStep& st : plan.steps)
+    if (st.op == RecvOp::kAccumulate) return true;
+  return false;
+}
+
 Plan planSra(int rank, int size, size_t count, size_t bucket) {
   Plan plan;
   plan.rank = rank;

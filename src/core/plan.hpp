@@ -66,6 +66,11 @@ struct Plan {
   bool lastStepWritesFinal = false;
 };
 
+/// True if the plan reads this rank's own data from dst (a kAccumulate step adds to it), so that an
+/// out-of-place run must copy src into dst first. sra and allgather-reduce never do: they run
+/// straight from src into dst (Executor::run).
+bool planNeedsDstInit(const Plan& plan);
+
 /// Compressed scatter-reduce then allgather. Shard boundaries are multiples of `bucket` so that a
 /// shard encodes into whole buckets. Step 0: every rank encodes shard p (worker residual) for p;
 /// owner sums all n contributions in rank order. Step 1: the owner encodes its reduced shard (owner
