@@ -6,8 +6,10 @@ the model's break-even rate per row (bench/RESULTS.md, "4 hosts x 1 Gbit/s again
 import glob
 import json
 import os
+import sys
 
-here = os.path.dirname(os.path.abspath(__file__))
+# The folder of the JSON files: this script's, or the one given (the same file names elsewhere).
+here = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
 RATES = {"250mbit": 0.25, "500mbit": 0.5, "1gbit": 1.0, "2.5gbit": 2.5}
 
 
