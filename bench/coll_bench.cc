@@ -139,10 +139,11 @@ float input(int rank, size_t i) {
   return static_cast<float>(s - 4094) / 1024.0f;
 }
 
-// Median over iterations of the slowest rank's time; every rank returns the same value.
+// Median over iterations of the slowest rank's time; every rank returns the same value. `each`, when
+// given, receives the slowest rank's time of every iteration in call order.
 // Warm-ups start together too, as the timed calls do, so no rank enters a call while a peer is still
 // in the one before.
-double timeIt(const Args& a, const std::function<void()>& op) {
+double timeIt(const Args& a, const std::function<void()>& op, std::vector<double>* each = nullptr) {
   for (int i = 0; i < a.warmup; ++i) {
     MPI_Barrier(MPI_COMM_WORLD);
     op();
@@ -155,6 +156,7 @@ double timeIt(const Args& a, const std::function<void()>& op) {
     t[i] = MPI_Wtime() - t0;
   }
   MPI_Allreduce(t.data(), tmax.data(), a.iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (each) *each = tmax;
   std::sort(tmax.begin(), tmax.end());
   return tmax[a.iters / 2];
 }
@@ -373,7 +375,8 @@ Row benchSize(Bench& b, size_t size, uint64_t idx) {
   qcclStats_t s0, s1;
   qc(qcclCommGetStats(b.comm, &s0), b.comm, "stats");
   const CpuSeconds cpu0 = processCpuSeconds();
-  row.timeS = timeIt(b.a, [&] { b.run(send.data(), recv.data(), count, t, b.comm); });
+  row.timeS = timeIt(
+      b.a, [&] { b.run(send.data(), recv.data(), count, t, b.comm); }, &row.times);
   const CpuSeconds cpu1 = processCpuSeconds();
   qc(qcclCommGetStats(b.comm, &s1), b.comm, "stats");
   if (allreduce) {

@@ -33,6 +33,7 @@ struct Args {
 struct Row {
   size_t size = 0, count = 0;
   double timeS = 0, mpiTimeS = 0, fp16TimeS = 0;
+  std::vector<double> times;  // qccl's slowest-rank time of every timed call, in call order
   std::vector<bench::Baseline> baselines;
   bench::Baseline best;
   double wireBytes = 0, interHostBytes = 0, ratio = 0, relErr = 0;

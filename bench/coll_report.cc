@@ -28,7 +28,8 @@ const char kCollHelp[] =
     "Sizes: for allreduce the size is the tensor (count = size/4); for allgather it is the gathered\n"
     "result, as in nccl-tests (each rank sends size/4/nranks elements); for reducescatter it is the\n"
     "send buffer (each rank receives count = size/4/nranks elements).\n"
-    "Time is the median over iterations of the slowest rank's time. algbw = size/time;\n"
+    "Time is the median over iterations of the slowest rank's time (JSON times_s: that time for\n"
+    "every timed call, in call order). algbw = size/time;\n"
     "busbw = algbw * 2(n-1)/n (allreduce) or (n-1)/n (allgather, reducescatter). wire_bytes = bytes this rank sent\n"
     "per call (max over ranks, headers included; auto's cross-rank check over MPI counts too, with the\n"
     "sum it carries in rd rows); ratio = the fp32 ring's per-rank bytes / wire_bytes (0 in native rows:\n"
@@ -135,12 +136,17 @@ void printRow(const Bench& b, const Row& r) {
                                                  : b.a.reduceScatter ? "qccl_reduce_scatter"
                                                                      : "qccl_ring");
   if (b.a.json) {
-    std::string base;
+    std::string base, each;
+    for (double t : r.times) {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%s%.6g", each.empty() ? "" : ",", t);
+      each += buf;
+    }
     for (const bench::Baseline& x : r.baselines)
       base += std::string(base.empty() ? "" : ",") + "\"" + x.name + "\":" + std::to_string(x.timeS);
     std::printf(
         "{\"collective\":\"%s\",\"size\":%zu,\"count\":%zu,\"codec\":\"%s\",\"bits\":%d,\"algo\":\"%s\","
-        "\"transport\":\"%s\",\"nranks\":%d,\"time_s\":%.9g,\"algbw\":%.6g,\"busbw\":%.6g,"
+        "\"transport\":\"%s\",\"nranks\":%d,\"time_s\":%.9g,\"times_s\":[%s],\"algbw\":%.6g,\"busbw\":%.6g,"
         "\"algo_ran\":\"%s\",\"wire_bytes\":%.0f,\"inter_host_bytes\":%.0f,\"ratio\":%.6g,\"rel_err\":%.6g,\"wrong\":%"
         "s,\"checked\":%s,"
         "\"peak_mem_bytes\":%llu,"
@@ -150,8 +156,8 @@ void printRow(const Bench& b, const Row& r) {
         "\"speedup_vs_mpi\":%.6g,\"speedup_vs_fp16\":%.6g,\"encode_gbps\":%.6g,\"decode_gbps\":%.6g,"
         "\"cpu\":{\"encode_s\":%.6g,\"decode_s\":%.6g,\"wait_s\":%.6g,\"idle_s\":%.6g,\"process_s\":%.6g,"
         "\"process_sys_s\":%.6g}}\n",
-        b.name(), r.size, r.count, codec, b.wireBits, algo, b.a.transport.c_str(), gSize, r.timeS, algbw, busbw,
-        r.ran.c_str(), r.wireBytes, r.interHostBytes, r.ratio, r.relErr, wrongText(r, "null").c_str(),
+        b.name(), r.size, r.count, codec, b.wireBits, algo, b.a.transport.c_str(), gSize, r.timeS, each.c_str(), algbw,
+        busbw, r.ran.c_str(), r.wireBytes, r.interHostBytes, r.ratio, r.relErr, wrongText(r, "null").c_str(),
         r.checked ? "true" : "false", (unsigned long long)r.peakMem, (unsigned long long)r.maxRss, r.best.name.c_str(),
         r.best.timeS, xb, base.c_str(), r.mpiTimeS, iall, ring, gloo, glooName.c_str(), r.fp16TimeS, xm, xf, b.encGBps,
         b.decGBps, r.encS, r.decS, r.waitS, r.idleS, r.cpuS, r.sysS);
