@@ -318,8 +318,8 @@ void codecBytes(const Bench& b, const char* algo, size_t count, double* enc, dou
     *enc = c;
     *dec = c * n;
   } else if (std::strcmp(algo, "sra") == 0) {
-    *enc = c * (1 + 1 / n);  // every shard once, then the owned shard again
-    *dec = 2 * c;            // n contributions to the owned shard, then every shard of the result
+    *enc = c;                // every other rank's shard once, then the owned shard's sum
+    *dec = c * (2 - 1 / n);  // n - 1 contributions to the owned shard, then every shard of the result
   } else if (std::strcmp(algo, "allgather") == 0) {
     *enc = c;
     *dec = c * n;

@@ -86,7 +86,10 @@ void decodeParsed(const WireInfo& info, const void* in, float* out, size_t n, bo
 /// each bucket is in cache instead of read and written k times. Every in[j] must have been
 /// validated by parseWire() into infos[j]; all must share one codec configuration (kMismatch) and
 /// hold n elements (kMismatch). k >= 1.
-void decodeSumParsed(const WireInfo* infos, const void* const* in, size_t k, float* out, size_t n, float scale = 1.0f);
+/// With `init` (n floats, may be `out` itself) the sum starts from it instead:
+/// out = (init + decode(in[0]) + ... + decode(in[k-1])) * scale, left to right; k may then be 0.
+void decodeSumParsed(const WireInfo* infos, const void* const* in, size_t k, float* out, size_t n, float scale = 1.0f,
+                     const float* init = nullptr);
 
 /// "fp32", "fp16", "bf16", "onebit", "signscale", "maxmin", "dyn8".
 const char* codecName(CodecId id) noexcept;

@@ -104,11 +104,15 @@ void scaleRange(float* out, size_t n, float s) {
   for (; i < n; ++i) out[i] = out[i] * s;
 }
 
-// out = (out if add) + decode(in[0]) + ... + decode(in[sources - 1]), then * scale, piece by piece
-// (a bucket, or 4096 elements of a cast) so that out is written once while the piece is in cache.
-// The sums and their order are those of one decode per source in turn followed by a scaling pass.
+// Elements of a decodeSum's first term copied at a time (64 KiB: stays in L2 for the adds).
+constexpr size_t kInitPieceElems = 16384;
+
+// out = (out if add, or init if given) + decode(in[0]) + ... + decode(in[sources - 1]), then * scale,
+// piece by piece (a bucket, or 4096 elements of a cast) so that out is written once while the piece
+// is in cache. The sums and their order are those of one decode per source in turn followed by a
+// scaling pass.
 void decodeSources(const Kernels& k, const WireInfo* infos, const void* const* in, size_t sources, float* out, size_t n,
-                   bool add, float scale) {
+                   bool add, float scale, const float* init = nullptr) {
   const CodecConfig& cfg = infos[0].cfg;
   for (size_t j = 0; j < sources; ++j) {
     if (infos[j].count != n)
@@ -129,7 +133,8 @@ void decodeSources(const Kernels& k, const WireInfo* infos, const void* const* i
     const size_t width = cfg.codec == CodecId::kFp32 ? 4 : 2;
     for (size_t base = 0; base < n; base += kPiece) {
       const size_t m = n - base < kPiece ? n - base : kPiece;
-      for (size_t j = 0; j < sources; ++j) fn(payload(j) + base * width, m, out + base, add || j > 0);
+      if (init != nullptr && init != out) std::memmove(out + base, init + base, m * sizeof(float));
+      for (size_t j = 0; j < sources; ++j) fn(payload(j) + base * width, m, out + base, add || init || j > 0);
       if (scale != 1.0f) scaleRange(out + base, m, scale);
     }
     return;
@@ -138,10 +143,26 @@ void decodeSources(const Kernels& k, const WireInfo* infos, const void* const* i
   BucketDecodeFn fn = k.bucketDecode[static_cast<int>(cfg.codec)];
   // Every bucket but the last is full, so bucket b starts b full blocks into each payload.
   const uint64_t fullBlock = math::bucketBlockBytes(cfg.codec, cfg.bits, cfg.bucket);
-  for (size_t base = 0, b = 0; base < n; base += cfg.bucket, ++b) {
-    const uint32_t m = static_cast<uint32_t>(n - base < cfg.bucket ? n - base : cfg.bucket);
-    for (size_t j = 0; j < sources; ++j) fn(ctx, payload(j) + b * fullBlock, m, out + base, add || j > 0);
-    if (scale != 1.0f) scaleRange(out + base, m, scale);
+  if (init == nullptr || init == out) {
+    for (size_t base = 0, b = 0; base < n; base += cfg.bucket, ++b) {
+      const uint32_t m = static_cast<uint32_t>(n - base < cfg.bucket ? n - base : cfg.bucket);
+      for (size_t j = 0; j < sources; ++j) fn(ctx, payload(j) + b * fullBlock, m, out + base, add || init || j > 0);
+      if (scale != 1.0f) scaleRange(out + base, m, scale);
+    }
+    return;
+  }
+  // A first term from memory: copied a piece of whole buckets at a time (a long copy streams from
+  // memory; one bucket at a time between the decodes did not), the piece then summed in cache.
+  const size_t piece = (kInitPieceElems / cfg.bucket ? kInitPieceElems / cfg.bucket : 1) * cfg.bucket;
+  for (size_t p0 = 0; p0 < n; p0 += piece) {
+    const size_t pn = n - p0 < piece ? n - p0 : piece;
+    std::memcpy(out + p0, init + p0, pn * sizeof(float));
+    for (size_t j = 0; j < sources; ++j)
+      for (size_t base = p0, b = p0 / cfg.bucket; base < p0 + pn; base += cfg.bucket, ++b) {
+        const uint32_t m = static_cast<uint32_t>(n - base < cfg.bucket ? n - base : cfg.bucket);
+        fn(ctx, payload(j) + b * fullBlock, m, out + base, true);
+      }
+    if (scale != 1.0f) scaleRange(out + p0, pn, scale);
   }
 }
 
@@ -153,10 +174,15 @@ void decodeParsedWith(const Kernels& k, const WireInfo& info, const void* in, fl
 }
 
 void decodeSumParsedWith(const Kernels& k, const WireInfo* infos, const void* const* in, size_t sources, float* out,
-                         size_t n, float scale) {
-  QCCL_CHECK(sources >= 1 && infos != nullptr && in != nullptr, ErrorCode::kInvalidArgument,
+                         size_t n, float scale, const float* init) {
+  QCCL_CHECK(init != nullptr || (sources >= 1 && infos != nullptr && in != nullptr), ErrorCode::kInvalidArgument,
              "decodeSum: needs at least one source");
-  decodeSources(k, infos, in, sources, out, n, false, scale);
+  QCCL_CHECK(init == nullptr || out != nullptr || n == 0, ErrorCode::kInvalidArgument, "decode: null output");
+  if (sources == 0) {  // init alone
+    for (size_t i = 0; i < n; ++i) out[i] = init[i] * scale;
+    return;
+  }
+  decodeSources(k, infos, in, sources, out, n, false, scale, init);
 }
 
 WireInfo decodeWith(const Kernels& k, const void* in, size_t bytes, float* out, size_t n, bool add) {
@@ -297,8 +323,9 @@ void decodeParsed(const WireInfo& info, const void* in, float* out, size_t n, bo
   cpu::decodeParsedWith(cpu::activeKernels(), info, in, out, n, add, scale);
 }
 
-void decodeSumParsed(const WireInfo* infos, const void* const* in, size_t k, float* out, size_t n, float scale) {
-  cpu::decodeSumParsedWith(cpu::activeKernels(), infos, in, k, out, n, scale);
+void decodeSumParsed(const WireInfo* infos, const void* const* in, size_t k, float* out, size_t n, float scale,
+                     const float* init) {
+  cpu::decodeSumParsedWith(cpu::activeKernels(), infos, in, k, out, n, scale, init);
 }
 
 const char* codecName(CodecId id) noexcept {

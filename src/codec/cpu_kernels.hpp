@@ -100,7 +100,7 @@ WireInfo decodeWith(const Kernels& k, const void* in, size_t bytes, float* out, 
 void decodeParsedWith(const Kernels& k, const WireInfo& info, const void* in, float* out, size_t n, bool add,
                       float scale = 1.0f);
 void decodeSumParsedWith(const Kernels& k, const WireInfo* infos, const void* const* in, size_t sources, float* out,
-                         size_t n, float scale = 1.0f);
+                         size_t n, float scale = 1.0f, const float* init = nullptr);
 
 /// Canonical bucket sum (codec_math.hpp): 128 slots, 32 lanes of four, halving fold.
 inline float foldSlots(const float* acc) {

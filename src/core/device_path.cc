@@ -247,6 +247,8 @@ class DeviceSpace final : public MemorySpace, private ChunkOps {
     dev->sync();  // the host slot is reposted for the next receive as soon as this returns
   }
 
+  void copyFloats(const float* src, float* dst, size_t n) override { copy(dst, src, n * sizeof(float)); }
+
   PerDevice* current() {
     QCCL_CHECK(cur_ != nullptr, ErrorCode::kInternalError, "device space used outside begin()/end()");
     return cur_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <string>
 
 #include "qccl/error.hpp"
@@ -19,6 +20,15 @@ WaitSpec waitSpec(const ExecParams& p, const char* what, WaitTimes* times) {
 }
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// out = in * scale (a copy when scale is 1; nothing to do in place).
+void copyScaled(const float* in, float* out, size_t n, float scale) {
+  if (scale == 1.0f) {
+    if (in != out && n > 0) std::memmove(out, in, n * sizeof(float));
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) out[i] = in[i] * scale;
+}
 
 // Chunk k of a range. An empty range still has one (empty) chunk: its header-only message lets
 // the receiver check seq, codec and count even when this rank has nothing to contribute.
@@ -112,6 +122,9 @@ struct Executor::StepState {
   size_t recvCapacity(const Range& r) const { return encodedBytes(p->codec, C ? std::min(C, r.size()) : r.size()); }
 
   std::vector<SendGroup> groups;
+  // Per receive: the send group whose encoding a self receive takes, kRemote for a peer's
+  // message, kRaw for this rank's own source values (Transfer::raw).
+  static constexpr int kRemote = -1, kRaw = -2;
   std::vector<int> selfGroup;
   std::vector<uint8_t*> gslot, rslot;
   std::vector<size_t> gbytes;
@@ -279,8 +292,14 @@ size_t Executor::prepareStep(StepState& S, size_t slotBase) {
   for (size_t r = 1; r < S.nR && st.op == RecvOp::kSum; ++r)
     QCCL_CHECK(st.recvs[r].range == st.recvs[0].range && st.recvs[r].dstOffset == st.recvs[0].dstOffset,
                ErrorCode::kInternalError, "plan: the receives of a sum step differ in range");
-  S.selfGroup.assign(S.nR, -1);
+  S.selfGroup.assign(S.nR, StepState::kRemote);
   for (size_t r = 0; r < S.nR; ++r) {
+    QCCL_CHECK(!st.recvs[r].raw || (st.recvs[r].peer == me && r == 0 && st.op == RecvOp::kSum),
+               ErrorCode::kInternalError, "plan: a raw receive must be the first receive of a sum step, from itself");
+    if (st.recvs[r].raw) {
+      S.selfGroup[r] = StepState::kRaw;
+      continue;
+    }
     if (st.recvs[r].peer != me) continue;
     for (size_t g = 0; g < S.nG; ++g)
       if (S.groups[g].self && S.groups[g].range == st.recvs[r].range) S.selfGroup[r] = static_cast<int>(g);
@@ -296,7 +315,7 @@ size_t Executor::prepareStep(StepState& S, size_t slotBase) {
     for (size_t d = 0; d < K; ++d) S.gslot[g * S.D + d] = slot(next++, S.sendCapacity(S.groups[g].range));
   }
   for (size_t r = 0; r < S.nR; ++r) {
-    if (S.selfGroup[r] >= 0) continue;
+    if (S.selfGroup[r] != StepState::kRemote) continue;
     const size_t K = std::min(S.D, chunksOf(st.recvs[r].range, S.C));
     for (size_t d = 0; d < K; ++d) S.rslot[r * S.D + d] = slot(next++, S.recvCapacity(st.recvs[r].range));
   }
@@ -307,7 +326,7 @@ size_t Executor::prepareStep(StepState& S, size_t slotBase) {
   for (size_t r = 0; r < S.nR; ++r) {
     size_t K = chunksOf(st.recvs[r].range, S.C);
     S.rounds = std::max(S.rounds, K);
-    if (S.selfGroup[r] < 0)
+    if (S.selfGroup[r] == StepState::kRemote)
       for (size_t k = 0; k < std::min(S.D, K); ++k) postRecv(S, r, k);
   }
   return next;
@@ -391,11 +410,22 @@ void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
   const ExecParams& p = *S.p;
   const Transfer& tr = S.step->recvs[r];
   const Range c = chunkOf(tr.range, S.C, k);
+  float* out = S.dst + tr.dstOffset + (c.begin - tr.range.begin);
+  const RecvOp op = S.step->op;
+  if (S.selfGroup[r] == StepState::kRaw) {  // the first term of a sum: this rank's own values
+    const Clock::time_point t0 = Clock::now();
+    if (p.ops) {
+      p.ops->copyFloats(S.src + c.begin, out, c.size());
+    } else {
+      const bool last = static_cast<size_t>(S.si) + 1 == S.plan->steps.size() && r + 1 == S.nR;
+      copyScaled(S.src + c.begin, out, c.size(), last ? p.outScale : 1.0f);
+    }
+    stats_.decodeSec += since(t0);
+    return;
+  }
   WireInfo info;
   const uint8_t* buf = takeChunk(S, r, k, &info);
   const Clock::time_point t0 = Clock::now();
-  float* out = S.dst + tr.dstOffset + (c.begin - tr.range.begin);
-  const RecvOp op = S.step->op;
   bool add = !(op == RecvOp::kCopy || (op == RecvOp::kSum && first));
   // The last write of these elements (Plan::lastStepWritesFinal): the average's 1/n goes in here.
   const bool last = static_cast<size_t>(S.si) + 1 == S.plan->steps.size() &&
@@ -406,7 +436,7 @@ void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
     decodeParsed(info, buf, out, c.size(), add, last ? p.outScale : 1.0f);
   }
   stats_.decodeSec += since(t0);
-  if (S.selfGroup[r] < 0 && k + S.D < chunksOf(tr.range, S.C)) postRecv(S, r, k + S.D);
+  if (S.selfGroup[r] == StepState::kRemote && k + S.D < chunksOf(tr.range, S.C)) postRecv(S, r, k + S.D);
 }
 
 // kSum: every stream holds the same range, summed in receive order. Waiting for all of chunk k
@@ -416,16 +446,19 @@ void Executor::recvSumChunk(StepState& S, size_t k) {
   const ExecParams& p = *S.p;
   const Range range = S.step->recvs[0].range;
   const Range c = chunkOf(range, S.C, k);
-  S.sumInfo.resize(S.nR);
-  S.sumBuf.resize(S.nR);
-  for (size_t r = 0; r < S.nR; ++r) S.sumBuf[r] = takeChunk(S, r, k, &S.sumInfo[r]);
+  // A raw first receive (this rank's own values) starts the sum instead of a decoding.
+  const size_t first = S.selfGroup[0] == StepState::kRaw ? 1 : 0;
+  const float* init = first ? S.src + c.begin : nullptr;
+  S.sumInfo.resize(S.nR - first);
+  S.sumBuf.resize(S.nR - first);
+  for (size_t r = first; r < S.nR; ++r) S.sumBuf[r - first] = takeChunk(S, r, k, &S.sumInfo[r - first]);
   const Clock::time_point t0 = Clock::now();
   float* out = S.dst + S.step->recvs[0].dstOffset + (c.begin - range.begin);
   const bool last = static_cast<size_t>(S.si) + 1 == S.plan->steps.size();
-  decodeSumParsed(S.sumInfo.data(), S.sumBuf.data(), S.nR, out, c.size(), last ? p.outScale : 1.0f);
+  decodeSumParsed(S.sumInfo.data(), S.sumBuf.data(), S.nR - first, out, c.size(), last ? p.outScale : 1.0f, init);
   stats_.decodeSec += since(t0);
   for (size_t r = 0; r < S.nR; ++r)
-    if (S.selfGroup[r] < 0 && k + S.D < chunksOf(range, S.C)) postRecv(S, r, k + S.D);
+    if (S.selfGroup[r] == StepState::kRemote && k + S.D < chunksOf(range, S.C)) postRecv(S, r, k + S.D);
 }
 
 }  // namespace qccl

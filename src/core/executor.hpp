@@ -47,6 +47,8 @@ class ChunkOps {
                         const EncodeParams& params) = 0;
   /// dst[0..n) = decode(in), or += when `add`. `info` is the validated header of `in`.
   virtual void decode(const WireInfo& info, const void* in, float* dst, size_t n, bool add) = 0;
+  /// dst[0..n) = src[0..n) (the raw first term of a sum); nothing to do when they are the same.
+  virtual void copyFloats(const float* src, float* dst, size_t n) = 0;
 };
 
 /// Parameters of one collective call, identical on every rank.

@@ -34,12 +34,15 @@ Plan planSra(int rank, int size, size_t count, size_t bucket) {
   PlanStep scatter;
   scatter.op = RecvOp::kSum;
   scatter.residual = Residual::kWorker;
-  // Start with the next rank so that the ranks do not all send to rank 0 first.
-  for (int i = 0; i < size; ++i) {
+  // Start with the next rank so that the ranks do not all send to rank 0 first. No send to itself:
+  // the owner's own contribution enters its sum raw, first, then the others' in rank order.
+  for (int i = 0; i + 1 < size; ++i) {
     int p = (rank + 1 + i) % size;
     scatter.sends.push_back({p, plan.shards[p], plan.shards[p].begin});
   }
-  for (int q = 0; q < size; ++q) scatter.recvs.push_back({q, plan.ownerRange, plan.ownerRange.begin});
+  scatter.recvs.push_back({rank, plan.ownerRange, plan.ownerRange.begin, true});
+  for (int q = 0; q < size; ++q)
+    if (q != rank) scatter.recvs.push_back({q, plan.ownerRange, plan.ownerRange.begin});
   PlanStep gather;
   gather.op = RecvOp::kCopy;
   gather.residual = Residual::kOwner;
@@ -63,12 +66,14 @@ Plan planReduceScatter(int rank, int size, size_t shardCount) {
   PlanStep scatter;
   scatter.op = RecvOp::kSum;
   scatter.residual = Residual::kWorker;
-  // The send order of planSra's scatter step (next rank first).
-  for (int i = 0; i < size; ++i) {
+  // The sends and receives of planSra's scatter step (next rank first; own values raw, first).
+  for (int i = 0; i + 1 < size; ++i) {
     int p = (rank + 1 + i) % size;
     scatter.sends.push_back({p, plan.shards[p], plan.shards[p].begin});
   }
-  for (int q = 0; q < size; ++q) scatter.recvs.push_back({q, plan.ownerRange, 0});
+  scatter.recvs.push_back({rank, plan.ownerRange, 0, true});
+  for (int q = 0; q < size; ++q)
+    if (q != rank) scatter.recvs.push_back({q, plan.ownerRange, 0});
   plan.steps.push_back(std::move(scatter));
   plan.lastStepWritesFinal = true;
   return plan;

@@ -109,11 +109,14 @@ HierPlan planHier(int rank, const std::vector<int>& hostOfIn, size_t count, size
       if (!owns || mine.begin < hp.inter.ownerRange.begin) hp.inter.ownerRange.begin = mine.begin;
       if (!owns || mine.end > hp.inter.ownerRange.end) hp.inter.ownerRange.end = mine.end;
       owns = true;
-      for (int i = 0; i < H; ++i) {
+      // As planSra's scatter: no send to itself, its own values raw and first in its sum.
+      for (int i = 0; i + 1 < H; ++i) {
         const int j = (me + 1 + i) % H;
         sc.sends.push_back({owner(j, l), shards[j], shards[j].begin});
       }
-      for (int j = 0; j < H; ++j) sc.recvs.push_back({owner(j, l), mine, mine.begin});
+      sc.recvs.push_back({rank, mine, mine.begin, true});
+      for (int j = 0; j < H; ++j)
+        if (j != me) sc.recvs.push_back({owner(j, l), mine, mine.begin});
       for (int i = 0; i < H; ++i) ga.sends.push_back({owner((me + i) % H, l), mine, mine.begin});
       for (int j = 0; j < H; ++j) ga.recvs.push_back({owner(j, l), shards[j], shards[j].begin});
       hp.inter.shards.insert(hp.inter.shards.end(), shards.begin(), shards.end());

@@ -11,7 +11,8 @@
 //      of lane l; the owner sums the L_h contributions in local rank order. No residual.
 //   2. inter (steps 2l, 2l+1 for lane l): the owners of lane l, one per host, run sra on it among
 //      themselves: lane l split into H bucket-aligned shards, shard j reduced by host j's owner
-//      (sum over hosts in host order, worker residual), then encoded once by that owner (owner
+//      (its own host's values raw, then the other hosts' in host order, worker residual; as in
+//      planSra), then encoded once by that owner (owner
 //      residual) and sent to the H owners, itself included. A rank that owns no part of lane l
 //      has empty steps there, so step indices (and tags) agree on every rank. ownerRange is the
 //      hull of the rank's inter shards (the owner residual covers it).

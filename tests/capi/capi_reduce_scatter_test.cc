@@ -96,7 +96,8 @@ TEST_P(CApiReduceScatter, ErrorFeedbackMakesTheMeanConverge) {
       if (ef) {
         EXPECT_LT(rel, 0.05) << "rank " << r << " with error feedback";
       } else if (n > 1) {
-        EXPECT_GT(rel, 0.2) << "rank " << r << " without error feedback";
+        // 0.16-0.36 measured (the owner's own values enter exactly), against <= 0.02 with it.
+        EXPECT_GT(rel, 0.1) << "rank " << r << " without error feedback";
       }
     }
   }

@@ -196,6 +196,24 @@ TEST_P(IsaEquivalence, DecodeSumIsTheDecodesAddedInOrder) {
           std::string where;
           EXPECT_TRUE(sameBits(ref, got, &where)) << where;
         }
+        // With a first term given raw (sra's owner: its own values), in its own buffer and in place.
+        const std::vector<float> init = gaussian(n, static_cast<uint32_t>(n + 99), 2.0f);
+        for (const cpu::Kernels* k : all) {
+          SCOPED_TRACE(std::string(k->isa) + " init n=" + std::to_string(n) + " sources=" + std::to_string(sources) +
+                       " scale=" + std::to_string(scale));
+          std::vector<float> ref = init, got(n, -7.0f), inPlace = init;
+          for (size_t j = 0; j < sources; ++j) cpu::decodeParsedWith(*k, infos[j], ptrs[j], ref.data(), n, true);
+          for (float& v : ref) v = v * scale;
+          cpu::decodeSumParsedWith(*k, infos.data(), ptrs.data(), sources, got.data(), n, scale, init.data());
+          cpu::decodeSumParsedWith(*k, infos.data(), ptrs.data(), sources, inPlace.data(), n, scale, inPlace.data());
+          std::string where;
+          EXPECT_TRUE(sameBits(ref, got, &where)) << where;
+          EXPECT_TRUE(sameBits(ref, inPlace, &where)) << "in place " << where;
+          std::vector<float> alone(n, -7.0f), want = init;
+          for (float& v : want) v = v * scale;
+          cpu::decodeSumParsedWith(*k, infos.data(), ptrs.data(), 0, alone.data(), n, scale, init.data());
+          EXPECT_TRUE(sameBits(want, alone, &where)) << "no sources " << where;
+        }
       }
     }
   }

@@ -95,9 +95,9 @@ struct RefState {
   std::vector<std::vector<float>> owner;   // per rank, its shard
 };
 
-/// sra: every rank quantizes shard p with its worker residual; owner p sums the n decoded
-/// contributions in rank order (first one copied, the others added), adds its owner residual,
-/// quantizes once, and everyone takes that decoded shard.
+/// sra: every rank q != p quantizes shard p with its worker residual; owner p starts from its own
+/// values of the shard, exact, adds the n - 1 decoded contributions in rank order, adds its owner
+/// residual, quantizes once, and everyone takes that decoded shard.
 inline std::vector<float> refSra(const CodecConfig& cfg, const std::vector<std::vector<float>>& x, RefState* st,
                                  bool ef) {
   int n = static_cast<int>(x.size());
@@ -110,10 +110,11 @@ inline std::vector<float> refSra(const CodecConfig& cfg, const std::vector<std::
   std::vector<float> result(count);
   for (int p = 0; p < n; ++p) {
     size_t b = shards[p].first, m = shards[p].second - b;
-    std::vector<float> acc(m);
+    std::vector<float> acc(x[p].begin() + b, x[p].begin() + b + m);
     for (int q = 0; q < n; ++q) {
+      if (q == p) continue;
       std::vector<float> d = quantize(cfg, x[q].data() + b, ef ? st->worker[q].data() + b : nullptr, m);
-      for (size_t i = 0; i < m; ++i) acc[i] = q == 0 ? d[i] : acc[i] + d[i];
+      for (size_t i = 0; i < m; ++i) acc[i] = acc[i] + d[i];
     }
     std::vector<float> out = quantize(cfg, acc.data(), ef ? st->owner[p].data() : nullptr, m);
     std::copy(out.begin(), out.end(), result.begin() + b);

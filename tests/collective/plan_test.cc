@@ -44,11 +44,29 @@ void checkMatching(const std::vector<Plan>& plans) {
     ASSERT_EQ(p.steps.size(), plans[0].steps.size());
     for (size_t s = 0; s < p.steps.size(); ++s) {
       for (const Transfer& t : p.steps[s].sends) ++sends[Key(s, p.rank, t.peer, t.range.begin, t.range.end)];
-      for (const Transfer& t : p.steps[s].recvs) ++recvs[Key(s, t.peer, p.rank, t.range.begin, t.range.end)];
+      for (const Transfer& t : p.steps[s].recvs)
+        if (!t.raw) ++recvs[Key(s, t.peer, p.rank, t.range.begin, t.range.end)];  // raw: its own values
     }
   }
   EXPECT_EQ(sends, recvs);
   for (auto& kv : sends) EXPECT_EQ(kv.second, 1);
+}
+
+// A scatter step's receives: this rank's own values raw first, then every other rank in rank order,
+// all of the owner's range; no send to itself.
+void checkScatterRecvs(const PlanStep& st, int rank, int n, const Range& own) {
+  EXPECT_EQ(st.op, RecvOp::kSum);
+  ASSERT_EQ(st.recvs.size(), static_cast<size_t>(n));
+  EXPECT_EQ(st.recvs[0].peer, rank);
+  EXPECT_TRUE(st.recvs[0].raw);
+  for (int q = 0, i = 1; q < n; ++q) {
+    if (q == rank) continue;
+    EXPECT_EQ(st.recvs[static_cast<size_t>(i)].peer, q);
+    EXPECT_FALSE(st.recvs[static_cast<size_t>(i)].raw);
+    ++i;
+  }
+  for (const Transfer& t : st.recvs) EXPECT_TRUE(t.range == own);
+  for (const Transfer& t : st.sends) EXPECT_NE(t.peer, rank);
 }
 
 TEST(Plan, SraMatchesReducesOnceAndCovers) {
@@ -59,13 +77,9 @@ TEST(Plan, SraMatchesReducesOnceAndCovers) {
       checkMatching(plans);
       for (const Plan& p : plans) {
         ASSERT_EQ(p.steps.size(), 2u);
-        // Step 0: the owner sums one contribution of its shard from every rank, in rank order.
-        ASSERT_EQ(p.steps[0].recvs.size(), static_cast<size_t>(n));
-        EXPECT_EQ(p.steps[0].op, RecvOp::kSum);
-        for (int q = 0; q < n; ++q) {
-          EXPECT_EQ(p.steps[0].recvs[q].peer, q);
-          EXPECT_TRUE(p.steps[0].recvs[q].range == p.ownerRange);
-        }
+        // Step 0: the owner sums its own values of its shard (raw, first), then one contribution
+        // from every other rank, in rank order; it encodes nothing for itself.
+        checkScatterRecvs(p.steps[0], p.rank, n, p.ownerRange);
         // Step 1: the rank ends up with every shard exactly once, i.e. the whole tensor.
         std::vector<int> covered(count, 0);
         for (const Transfer& t : p.steps[1].recvs)
@@ -94,17 +108,15 @@ TEST(Plan, ReduceScatterMatchesAndReducesEveryShardOnce) {
         EXPECT_EQ(p.steps[0].residual, Residual::kWorker);
         EXPECT_EQ(p.ownerRange.begin, static_cast<size_t>(p.rank) * shard);
         EXPECT_EQ(p.ownerRange.size(), shard);
-        ASSERT_EQ(p.steps[0].recvs.size(), static_cast<size_t>(n));
-        for (int q = 0; q < n; ++q) {
-          EXPECT_EQ(p.steps[0].recvs[q].peer, q);
-          EXPECT_TRUE(p.steps[0].recvs[q].range == p.ownerRange);
-          EXPECT_EQ(p.steps[0].recvs[q].dstOffset, 0u);
-        }
+        checkScatterRecvs(p.steps[0], p.rank, n, p.ownerRange);
+        for (const Transfer& t : p.steps[0].recvs) EXPECT_EQ(t.dstOffset, 0u);
+        // Every element is sent once to its owner, or (the own shard) taken raw.
         std::vector<int> mine(shard * n, 0);
         for (const Transfer& t : p.steps[0].sends) {
           EXPECT_TRUE(t.range == plans[t.peer].ownerRange);
           for (size_t i = t.range.begin; i < t.range.end; ++i) ++mine[i];
         }
+        for (size_t i = p.ownerRange.begin; i < p.ownerRange.end; ++i) ++mine[i];
         for (size_t i = 0; i < shard * n; ++i) ASSERT_EQ(mine[i], 1) << "rank " << p.rank << " element " << i;
       }
       // Aligned shards: the same transfers as sra's scatter stage (hence the same encodings and sums).
@@ -118,7 +130,12 @@ TEST(Plan, ReduceScatterMatchesAndReducesEveryShardOnce) {
             EXPECT_EQ(a.sends[i].peer, b.sends[i].peer);
             EXPECT_TRUE(a.sends[i].range == b.sends[i].range);
           }
-          for (size_t i = 0; i < a.recvs.size(); ++i) EXPECT_TRUE(a.recvs[i].range == b.recvs[i].range);
+          ASSERT_EQ(a.recvs.size(), b.recvs.size());
+          for (size_t i = 0; i < a.recvs.size(); ++i) {
+            EXPECT_EQ(a.recvs[i].peer, b.recvs[i].peer);
+            EXPECT_EQ(a.recvs[i].raw, b.recvs[i].raw);
+            EXPECT_TRUE(a.recvs[i].range == b.recvs[i].range);
+          }
         }
       }
     }

@@ -20,18 +20,21 @@ Options testOptions() {
   return o;
 }
 
-// sra's scatter stage on NCCL's shards: rank q quantizes shard p of its input with its worker
-// residual (indexed like the whole input); owner p sums the n decodings in rank order.
+// sra's scatter stage on NCCL's shards: rank q != p quantizes shard p of its input with its worker
+// residual (indexed like the whole input); owner p starts from its own values of the shard, exact,
+// and adds the n - 1 decodings in rank order.
 std::vector<std::vector<float>> refReduceScatter(const CodecConfig& cfg, const std::vector<std::vector<float>>& x,
                                                  size_t shard, std::vector<std::vector<float>>* worker) {
   const int n = static_cast<int>(x.size());
   if (worker->empty()) worker->assign(n, std::vector<float>(shard * n, 0.0f));
   std::vector<std::vector<float>> out(n, std::vector<float>(shard));
   for (int p = 0; p < n; ++p) {
+    const size_t b = static_cast<size_t>(p) * shard;
+    std::copy(x[p].begin() + b, x[p].begin() + b + shard, out[p].begin());
     for (int q = 0; q < n; ++q) {
-      const size_t b = static_cast<size_t>(p) * shard;
+      if (q == p) continue;
       std::vector<float> d = quantize(cfg, x[q].data() + b, (*worker)[q].data() + b, shard);
-      for (size_t i = 0; i < shard; ++i) out[p][i] = q == 0 ? d[i] : out[p][i] + d[i];
+      for (size_t i = 0; i < shard; ++i) out[p][i] = out[p][i] + d[i];
     }
   }
   return out;
