@@ -175,11 +175,12 @@ void decodeParsedWith(const Kernels& k, const WireInfo& info, const void* in, fl
 
 void decodeSumParsedWith(const Kernels& k, const WireInfo* infos, const void* const* in, size_t sources, float* out,
                          size_t n, float scale, const float* init) {
-  QCCL_CHECK(init != nullptr || (sources >= 1 && infos != nullptr && in != nullptr), ErrorCode::kInvalidArgument,
+  QCCL_CHECK(sources >= 1 ? infos != nullptr && in != nullptr : init != nullptr || n == 0, ErrorCode::kInvalidArgument,
              "decodeSum: needs at least one source");
   QCCL_CHECK(init == nullptr || out != nullptr || n == 0, ErrorCode::kInvalidArgument, "decode: null output");
   if (sources == 0) {  // init alone
-    for (size_t i = 0; i < n; ++i) out[i] = init[i] * scale;
+    if (init != out && n > 0) std::memmove(out, init, n * sizeof(float));
+    if (scale != 1.0f) scaleRange(out, n, scale);
     return;
   }
   decodeSources(k, infos, in, sources, out, n, false, scale, init);

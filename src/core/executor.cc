@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <string>
 
 #include "qccl/error.hpp"
@@ -20,15 +19,6 @@ WaitSpec waitSpec(const ExecParams& p, const char* what, WaitTimes* times) {
 }
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// out = in * scale (a copy when scale is 1; nothing to do in place).
-void copyScaled(const float* in, float* out, size_t n, float scale) {
-  if (scale == 1.0f) {
-    if (in != out && n > 0) std::memmove(out, in, n * sizeof(float));
-    return;
-  }
-  for (size_t i = 0; i < n; ++i) out[i] = in[i] * scale;
-}
 
 // Chunk k of a range. An empty range still has one (empty) chunk: its header-only message lets
 // the receiver check seq, codec and count even when this rank has nothing to contribute.
@@ -418,7 +408,7 @@ void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
       p.ops->copyFloats(S.src + c.begin, out, c.size());
     } else {
       const bool last = static_cast<size_t>(S.si) + 1 == S.plan->steps.size() && r + 1 == S.nR;
-      copyScaled(S.src + c.begin, out, c.size(), last ? p.outScale : 1.0f);
+      decodeSumParsed(nullptr, nullptr, 0, out, c.size(), last ? p.outScale : 1.0f, S.src + c.begin);
     }
     stats_.decodeSec += since(t0);
     return;

@@ -24,6 +24,27 @@ bool planNeedsDstInit(const Plan& plan) {
   return false;
 }
 
+namespace {
+
+// sra's scatter step on `shards` (shard p reduced by rank p, landing at dstOffset): every other
+// rank's shard sent to it, next rank first so that the ranks do not all send to rank 0 first; no
+// send to itself: the owner's own values enter its sum raw, first, then the others' in rank order.
+PlanStep scatterStep(int rank, int size, const std::vector<Range>& shards, size_t dstOffset) {
+  PlanStep scatter;
+  scatter.op = RecvOp::kSum;
+  scatter.residual = Residual::kWorker;
+  for (int i = 0; i + 1 < size; ++i) {
+    int p = (rank + 1 + i) % size;
+    scatter.sends.push_back({p, shards[p], shards[p].begin});
+  }
+  scatter.recvs.push_back({rank, shards[rank], dstOffset, true});
+  for (int q = 0; q < size; ++q)
+    if (q != rank) scatter.recvs.push_back({q, shards[rank], dstOffset});
+  return scatter;
+}
+
+}  // namespace
+
 Plan planSra(int rank, int size, size_t count, size_t bucket) {
   Plan plan;
   plan.rank = rank;
@@ -31,24 +52,12 @@ Plan planSra(int rank, int size, size_t count, size_t bucket) {
   plan.count = count;
   plan.shards = splitAligned(count, size, bucket);
   plan.ownerRange = plan.shards[rank];
-  PlanStep scatter;
-  scatter.op = RecvOp::kSum;
-  scatter.residual = Residual::kWorker;
-  // Start with the next rank so that the ranks do not all send to rank 0 first. No send to itself:
-  // the owner's own contribution enters its sum raw, first, then the others' in rank order.
-  for (int i = 0; i + 1 < size; ++i) {
-    int p = (rank + 1 + i) % size;
-    scatter.sends.push_back({p, plan.shards[p], plan.shards[p].begin});
-  }
-  scatter.recvs.push_back({rank, plan.ownerRange, plan.ownerRange.begin, true});
-  for (int q = 0; q < size; ++q)
-    if (q != rank) scatter.recvs.push_back({q, plan.ownerRange, plan.ownerRange.begin});
+  plan.steps.push_back(scatterStep(rank, size, plan.shards, plan.ownerRange.begin));
   PlanStep gather;
   gather.op = RecvOp::kCopy;
   gather.residual = Residual::kOwner;
   for (int i = 0; i < size; ++i) gather.sends.push_back({(rank + i) % size, plan.ownerRange, plan.ownerRange.begin});
   for (int q = 0; q < size; ++q) gather.recvs.push_back({q, plan.shards[q], plan.shards[q].begin});
-  plan.steps.push_back(std::move(scatter));
   plan.steps.push_back(std::move(gather));
   plan.pipelineSteps = true;
   plan.lastStepWritesFinal = true;
@@ -63,18 +72,7 @@ Plan planReduceScatter(int rank, int size, size_t shardCount) {
   for (int p = 0; p < size; ++p)
     plan.shards.push_back(Range{static_cast<size_t>(p) * shardCount, static_cast<size_t>(p + 1) * shardCount});
   plan.ownerRange = plan.shards[rank];
-  PlanStep scatter;
-  scatter.op = RecvOp::kSum;
-  scatter.residual = Residual::kWorker;
-  // The sends and receives of planSra's scatter step (next rank first; own values raw, first).
-  for (int i = 0; i + 1 < size; ++i) {
-    int p = (rank + 1 + i) % size;
-    scatter.sends.push_back({p, plan.shards[p], plan.shards[p].begin});
-  }
-  scatter.recvs.push_back({rank, plan.ownerRange, 0, true});
-  for (int q = 0; q < size; ++q)
-    if (q != rank) scatter.recvs.push_back({q, plan.ownerRange, 0});
-  plan.steps.push_back(std::move(scatter));
+  plan.steps.push_back(scatterStep(rank, size, plan.shards, 0));
   plan.lastStepWritesFinal = true;
   return plan;
 }
