@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+set -u
+cd /work/main
+export QCCL_CLUSTER_PREFIX=q13 QCCL_CLUSTER_NET=10.199.113
+rate=$1; shift
+bench/cluster/up 4 $rate >/dev/null 2>&1 || { echo up-failed; exit 1; }
+for a in "$@"; do
+  timeout 400 bench/cluster/launch -n 4 -- build-release/bench/qccl-bench allreduce --codec none $a -b 16M -e 16M -n 3 -w 1 -c 1 --baselines mpi --json > /tmp/exp/pat.jsonl 2>/tmp/exp/pat.err
+  echo "$a" $(python3 -c "import json,sys;r=json.loads(open('/tmp/exp/pat.jsonl').readline());print(r['time_s'],r['wire_bytes']*8/r['time_s']/1e9, r['cpu']['idle_s'], r['cpu']['process_sys_s'])")
+  for i in 0 1; do ip netns exec q13-h$i tc -s qdisc show dev eth0 | grep -E "dropped|backlog" | head -2; done
+  ip netns exec q13-br tc -s qdisc show dev veth0 | grep -E "dropped" | head -1
+done
+bench/cluster/down >/dev/null 2>&1
