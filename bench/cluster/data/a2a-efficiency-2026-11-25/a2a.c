@@ -1,11 +1,18 @@
+// An Isend/Irecv all-to-all of M bytes per peer, ROUNDS times after a warm-up round; rank 0 prints
+// the slowest rank's round and its share of M x (n - 1) at RATE bit/s. Usage: a2a M ROUNDS RATE
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  int r, n; MPI_Comm_rank(MPI_COMM_WORLD, &r); MPI_Comm_size(MPI_COMM_WORLD, &n);
-  size_t msg = strtoul(argv[1], 0, 0); int rounds = atoi(argv[2]); double rate = atof(argv[3]);
-  char* sb = malloc(msg * n); char* rb = malloc(msg * n);
+  int r, n;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  size_t msg = strtoul(argv[1], 0, 0);
+  int rounds = atoi(argv[2]);
+  double rate = atof(argv[3]);
+  char* sb = malloc(msg * n);
+  char* rb = malloc(msg * n);
   MPI_Request q[64];
   for (int it = -1; it < rounds; ++it) {
     MPI_Barrier(MPI_COMM_WORLD);
