@@ -5,7 +5,7 @@ export QCCL_CLUSTER_PREFIX=q13 QCCL_CLUSTER_NET=10.199.113
 D=$1; R=${2:-3}; mkdir -p $D
 bench/cluster/up 4 1gbit >/dev/null 2>&1 || { echo up-failed; exit 1; }
 for r in $(seq $R); do
-  for m in none mod div; do
+  for m in ${MODES:-none mod div}; do
     timeout 300 bench/cluster/launch -n 4 -x PIN_MODE=$m -- /tmp/exp/pin-wrap.sh $PWD/build-release/bench/qccl-bench allreduce --codec onebit -b 64M -e 64M -n 5 -w 1 -c 1 --baselines mpi --json > $D/onebit-$m-r$r.jsonl 2> $D/onebit-$m-r$r.err
     echo $m r$r $? $(python3 -c "
 import json
