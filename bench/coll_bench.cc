@@ -22,11 +22,13 @@
 
 #include "baselines.hpp"
 #include "coll_bench.hpp"
+#include "core/options.hpp"
 #include "core/select.hpp"
 #include "model.hpp"
 #include "qccl/codec.hpp"
 #include "qccl/qccl.h"
 #include "qccl/qccl_mpi.h"
+#include "wire_probe.hpp"
 
 namespace collbench {
 
@@ -329,11 +331,6 @@ void codecBytes(const Bench& b, const char* algo, size_t count, double* enc, dou
   }
 }
 
-const char* effectiveAlgo(const Bench& b, size_t count) {
-  if (b.a.allgather) return "allgather";
-  return algoName(libraryAlgo(b, count));
-}
-
 // Mean over ranks of a per-rank value.
 double meanOverRanks(double v) {
   double sum = 0;
@@ -351,6 +348,32 @@ CpuSeconds processCpuSeconds() {
   getrusage(RUSAGE_SELF, &ru);
   const double sys = ru.ru_stime.tv_sec + 1e-6 * ru.ru_stime.tv_usec;
   return {ru.ru_utime.tv_sec + 1e-6 * ru.ru_utime.tv_usec + sys, sys};
+}
+
+// The pipeline of one flat allreduce as the library cuts it (communicator.cc, executor.cc): chunk
+// rounds and the bytes of one chunk's message. sra's rounds cover one shard, the allgather
+// schedule's the whole tensor, the ring's 2(n - 1) steps of one shard each.
+struct ChunkPlan {
+  size_t rounds = 1, msgBytes = 0;
+  int phases = 1;
+};
+ChunkPlan chunkPlan(const Bench& b, const char* algo, size_t count) {
+  qccl::CodecConfig cc;
+  cc.codec = static_cast<qccl::CodecId>(b.opts.codec);
+  cc.bits = b.opts.bits;
+  cc = qccl::resolveConfig(cc);
+  const size_t chunkBytes = b.cfg.chunkBytes ? b.cfg.chunkBytes : qccl::chunkBytesFor(cc.codec);
+  const size_t align = cc.bucket ? cc.bucket : 32;
+  const size_t chunkElems = std::max(align, chunkBytes / sizeof(float) / align * align);
+  const size_t n = static_cast<size_t>(gSize);
+  const bool whole = std::strcmp(algo, "allgather") == 0;
+  const size_t span = std::max<size_t>(1, whole ? count : (count + n - 1) / n);
+  ChunkPlan c;
+  c.rounds = (span + chunkElems - 1) / chunkElems;
+  c.msgBytes = qccl::encodedBytes(cc, std::min(span, chunkElems));
+  c.phases = std::strcmp(algo, "sra") == 0 ? 2 : 1;
+  if (std::strcmp(algo, "ring") == 0) c.rounds *= 2 * (n - 1);
+  return c;
 }
 
 Row benchSize(Bench& b, size_t size, uint64_t idx) {
@@ -402,6 +425,17 @@ Row benchSize(Bench& b, size_t size, uint64_t idx) {
   uint64_t mem = s1.residualBytes + s1.peakStagingBytes;
   MPI_Allreduce(&mem, &row.peakMem, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
   qc(qcclTensorRelease(b.comm, t.id), b.comm, "qcclTensorRelease");
+  if (allreduce && b.opts.codec != qcclCodecNone && (row.ran == "sra" || row.ran == "allgather")) {
+    // The model's wire time for this row: its messages, with no codec, in the same run.
+    const ChunkPlan c = chunkPlan(b, row.ran.c_str(), count);
+    row.chunkRounds = static_cast<double>(c.rounds);
+    row.probeBytes = static_cast<double>(c.msgBytes) * c.phases * static_cast<double>(c.rounds) * (gSize - 1);
+    double cpu = 0;
+    row.probeS = bench::timeWirePattern(
+        c.msgBytes, c.phases, c.rounds, b.cfg.pipelineDepth,
+        [&](const std::function<void()>& op) { return timeIt(b.a, op); }, &cpu);
+    row.probeCpuS = meanOverRanks(cpu);
+  }
 
   const bench::BaselineSet set = b.a.baselines == "mpi" ? bench::BaselineSet::kMpiOnly : bench::BaselineSet::kAll;
   row.baselines = bench::timeBaselines(b.collective(), send.data(), recv.data(), count, b.comm, 4000 + idx, set,
@@ -457,7 +491,8 @@ int ranksOnThisMachine() {
   return same;
 }
 
-// Fits the link from the rows' qccl_ring times and fills every compressed row's prediction.
+// Fits the link from the rows' qccl_ring times and fills every compressed row's prediction: wire
+// time from the row's replayed messages (sra, allgather) or the ring's line, codec CPU, pipelined.
 bench::LinkFit applyModel(const Bench& b, std::vector<Row>* rows) {
   std::vector<double> w, t;
   for (const Row& r : *rows) {
@@ -468,19 +503,37 @@ bench::LinkFit applyModel(const Bench& b, std::vector<Row>* rows) {
     }
   }
   bench::LinkFit fit = bench::fitRing(w, t, gSize);
-  if (!fit.ok || b.a.allgather || b.a.reduceScatter || b.opts.codec == qcclCodecNone) return fit;
+  if (b.a.allgather || b.a.reduceScatter || b.opts.codec == qcclCodecNone) return fit;
   const int onMachine = ranksOnThisMachine();
   const double share =
       static_cast<double>(onMachine) / static_cast<double>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   for (Row& r : *rows) {
-    if (r.ran == "hier") continue;  // the model covers the flat schedules only
-    const char* algo = effectiveAlgo(b, r.count);
+    if (r.ran != "sra" && r.ran != "allgather" && r.ran != "ring") continue;  // the flat schedules only
+    const char* algo = r.ran.c_str();
     double enc = 0, dec = 0;
     codecBytes(b, algo, r.count, &enc, &dec);
-    const double cpu = bench::codecSeconds(enc, dec, b.encGBps, b.decGBps, share);
-    const int rounds = bench::roundsOf(algo, gSize);
-    r.predictedS = rounds * fit.alpha + r.wireBytes * fit.beta + cpu;
-    r.breakevenGbit = bench::breakEvenGbit(fit, b.fp32WireBytes(r.count), 2 * (gSize - 1), r.wireBytes, rounds, cpu);
+    bench::CallModel m;
+    r.codecModelS = bench::codecSeconds(enc, dec, b.encGBps, b.decGBps, share);
+    // Ranks on one kernel share its cores between the codec and the transport's own work (the
+    // replay's CPU: copies, system calls, TCP): the call is CPU-bound when the two exceed the wire.
+    m.cpuS = r.codecModelS + r.probeCpuS * std::max(1.0, share);
+    m.fixedS = bench::roundsOf(algo, gSize) * fit.alpha;
+    if (r.probeS > 0) {
+      m.chunkRounds = r.chunkRounds;
+      m.bytes = r.probeBytes;
+      m.slowdown = fit.ok ? std::max(0.0, r.probeS - m.fixedS) / (r.probeBytes * fit.beta) : 1;
+      r.wireModelS = r.probeS;
+    } else if (fit.ok) {
+      m.chunkRounds = static_cast<double>(chunkPlan(b, algo, r.count).rounds);
+      r.chunkRounds = m.chunkRounds;
+      m.bytes = r.wireBytes;
+      r.wireModelS = m.fixedS + m.bytes * fit.beta;
+    } else {
+      continue;
+    }
+    r.cpuModelS = m.cpuS;
+    r.predictedS = bench::pipelinedSeconds(r.wireModelS, m.cpuS, m.chunkRounds);
+    r.breakevenGbit = fit.ok ? bench::breakEvenGbit(fit, b.fp32WireBytes(r.count), 2 * (gSize - 1), m) : -1;
   }
   return fit;
 }

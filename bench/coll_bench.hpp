@@ -41,7 +41,14 @@ struct Row {
   uint64_t wrong = 0, peakMem = 0, maxRss = 0;
   // Per call, mean over ranks: seconds encoding, decoding, waiting (of which idle), process CPU.
   double encS = 0, decS = 0, waitS = 0, idleS = 0, cpuS = 0, sysS = 0;
-  double predictedS = -1, breakevenGbit = -1;  // from the model, after every row ran
+  // sra and allgather rows: the call's messages replayed with no codec (wire_probe.hpp), their bytes
+  // to the other ranks and the replay's process CPU per rank (mean over ranks); the chunk rounds of
+  // the call's pipeline.
+  double probeS = 0, probeBytes = 0, probeCpuS = 0, chunkRounds = 1;
+  // From the model, after every row ran: wire and CPU seconds (codec, plus the replay's transport
+  // CPU where there is one, times the CPU share), their pipelined sum, the
+  // break-even link rate (-1: no ring fit to scale the wire by).
+  double wireModelS = -1, cpuModelS = -1, codecModelS = -1, predictedS = -1, breakevenGbit = -1;
   std::string ran;  // what the timed calls ran (allreduce: qcclCommGetLastAlgo, "native" for the MPI library's)
 };
 

@@ -73,12 +73,20 @@ const char kCollHelp[] =
     "  The exit status is 1 when any element was wrong.\n"
     "Codec throughput: rank 0 encodes and decodeAdds 16 MiB of fp32 on one thread while the other\n"
     "ranks sleep (they poll a non-blocking broadcast every millisecond, never spin).\n"
-    "Model (allreduce, needs the qccl_ring baseline at two sizes or more): an alpha-beta fit of the\n"
-    "link from qccl's fp32 ring rows, then per compressed row predicted_s = rounds*alpha +\n"
-    "wire_bytes*beta + codec CPU (bytes encoded and decoded at the measured throughput, times\n"
-    "ranks-on-this-machine / cores, at least 1; ranks on one kernel share its cores, the emulated\n"
-    "cluster's hosts included), and breakeven_gbit, the link rate below which the codec beats the\n"
-    "fp32 ring. Printed after the rows (JSON: objects with \"model\").\n"
+    "Model (allreduce; bench/model.hpp): an alpha-beta fit of the link from qccl's fp32 ring rows\n"
+    "(the qccl_ring baseline at two sizes or more). Per compressed row: wire_s = for sra and allgather\n"
+    "rows the call's own messages (chunk sizes, chunk rounds, sra's two phases per round, the pipeline\n"
+    "depth) replayed with no codec over MPI point-to-point right after the row (wire_from \"probe\":\n"
+    "n - 1 concurrent flows per rank do not move bytes at the ring's rate); for ring rows the ring's\n"
+    "line, rounds*alpha + wire_bytes*beta (\"ring_fit\"). codec_cpu_s = bytes encoded and decoded at\n"
+    "the measured throughput, times ranks-on-this-machine / cores, at least 1 (ranks on one kernel\n"
+    "share its cores, the emulated cluster's hosts included); cpu_s = codec_cpu_s plus the replay's\n"
+    "process CPU per rank times the same share (the transport's copies, system calls and TCP work\n"
+    "run on the same cores; the replay waits as qccl does, not spinning). predicted_s = max(wire, cpu) +\n"
+    "min(wire, cpu) / chunk_rounds (the pipeline overlaps one round's wire with another's codec).\n"
+    "breakeven_gbit: the link rate below which the codec beats the fp32 ring, with the probe's time\n"
+    "scaled as 1 / rate (needs the ring fit; null when it pays at any rate or there is no fit).\n"
+    "Printed after the rows (JSON: objects with \"model\").\n"
     "peak_mem_bytes = max over ranks of qccl's residual + peak staging bytes; max_rss_bytes = the\n"
     "largest process max RSS.\n";
 
@@ -181,33 +189,40 @@ void printRow(const Bench& b, const Row& r) {
 }
 
 void printModel(const Bench& b, const bench::LinkFit& fit, const std::vector<Row>& rows) {
-  if (!fit.ok) {
-    if (!b.a.json && !b.a.csv) std::printf("# model: no fit (needs the qccl_ring baseline at two sizes or more)\n");
-    return;
-  }
   if (b.a.json) {
-    std::printf("{\"model\":\"fit\",\"alpha_s\":%.6g,\"beta_s_per_byte\":%.6g,\"link_gbit\":%.6g}\n", fit.alpha,
-                fit.beta, fit.gbit());
+    if (fit.ok)
+      std::printf("{\"model\":\"fit\",\"alpha_s\":%.6g,\"beta_s_per_byte\":%.6g,\"link_gbit\":%.6g}\n", fit.alpha,
+                  fit.beta, fit.gbit());
   } else if (!b.a.csv) {
-    std::printf("# model: alpha %.1f us per round, link %.3f Gbit/s per rank (fit of the fp32 ring rows)\n",
-                fit.alpha * 1e6, fit.gbit());
+    if (fit.ok)
+      std::printf("# model: alpha %.1f us per round, link %.3f Gbit/s per rank (fit of the fp32 ring rows)\n",
+                  fit.alpha * 1e6, fit.gbit());
+    else
+      std::printf("# model: no link fit (needs the qccl_ring baseline at two sizes or more): no break-even%s\n",
+                  b.opts.codec != qcclCodecNone ? ", and no prediction for ring rows" : "");
     if (b.opts.codec != qcclCodecNone && !b.a.allgather && !b.a.reduceScatter)
-      std::printf("#%11s %12s %12s %8s %12s\n", "size", "measured_us", "predicted_us", "pred/meas", "breakeven_Gb");
+      std::printf("#%11s %12s %12s %8s %12s %12s %7s %7s %12s\n", "size", "measured_us", "predicted_us", "pred/meas",
+                  "wire_us", "cpu_us", "rounds", "probe", "breakeven_Gb");
   }
   if (b.opts.codec == qcclCodecNone || b.a.allgather || b.a.reduceScatter) return;
   for (const Row& r : rows) {
     if (r.predictedS < 0) continue;
+    const bool probed = r.probeS > 0;
     if (b.a.json) {
-      const std::string be = std::isinf(r.breakevenGbit) ? "null" : std::to_string(r.breakevenGbit);
+      const bool known = r.breakevenGbit >= 0 && !std::isinf(r.breakevenGbit);
+      const std::string be = known ? std::to_string(r.breakevenGbit) : "null";
       std::printf(
-          "{\"model\":\"row\",\"size\":%zu,\"codec\":\"%s\",\"bits\":%d,\"measured_s\":%.9g,"
-          "\"predicted_s\":%.9g,\"predicted_over_measured\":%.6g,\"breakeven_gbit\":%s,"
+          "{\"model\":\"row\",\"size\":%zu,\"codec\":\"%s\",\"bits\":%d,\"algo_ran\":\"%s\",\"measured_s\":%.9g,"
+          "\"predicted_s\":%.9g,\"predicted_over_measured\":%.6g,\"wire_s\":%.9g,\"wire_from\":\"%s\","
+          "\"wire_probe_bytes\":%.0f,\"cpu_s\":%.9g,\"codec_cpu_s\":%.9g,\"chunk_rounds\":%.0f,\"breakeven_gbit\":%s,"
           "\"breakeven_any_rate\":%s}\n",
-          r.size, codecLabel(b.opts.codec), b.wireBits, r.timeS, r.predictedS, r.predictedS / r.timeS, be.c_str(),
-          std::isinf(r.breakevenGbit) ? "true" : "false");
+          r.size, codecLabel(b.opts.codec), b.wireBits, r.ran.c_str(), r.timeS, r.predictedS, r.predictedS / r.timeS,
+          r.wireModelS, probed ? "probe" : "ring_fit", probed ? r.probeBytes : r.wireBytes, r.cpuModelS, r.codecModelS,
+          r.chunkRounds, be.c_str(), std::isinf(r.breakevenGbit) ? "true" : "false");
     } else if (!b.a.csv) {
-      std::printf("#%11zu %12.1f %12.1f %8.2f %12.2f\n", r.size, r.timeS * 1e6, r.predictedS * 1e6,
-                  r.predictedS / r.timeS, r.breakevenGbit);
+      std::printf("#%11zu %12.1f %12.1f %8.2f %12.1f %12.1f %7.0f %7s %12.2f\n", r.size, r.timeS * 1e6,
+                  r.predictedS * 1e6, r.predictedS / r.timeS, r.wireModelS * 1e6, r.cpuModelS * 1e6, r.chunkRounds,
+                  probed ? "yes" : "no", r.breakevenGbit);
     }
   }
 }

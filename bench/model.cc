@@ -1,5 +1,7 @@
 #include "model.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -36,12 +38,28 @@ double codecSeconds(double encodedBytes, double decodedBytes, double encGBps, do
   return (encodedBytes / (encGBps * 1e9) + decodedBytes / (decGBps * 1e9)) * (cpuShare > 1 ? cpuShare : 1);
 }
 
-double breakEvenGbit(const LinkFit& fit, double w0, int r0, double wc, int rc, double cpuS) {
-  const double fixed = cpuS + (rc - r0) * fit.alpha;  // what compression adds besides bytes
-  const double saved = w0 - wc;
-  if (saved <= 0) return 0;
-  if (fixed <= 0) return std::numeric_limits<double>::infinity();  // pays at any rate
-  return saved * 8 / fixed / 1e9;
+double pipelinedSeconds(double wireS, double cpuS, double rounds) {
+  const double k = rounds >= 1 ? rounds : 1;
+  return std::max(wireS, cpuS) + std::min(wireS, cpuS) / k;
+}
+
+double CallModel::secondsAt(double gbit) const {
+  const double wire = fixedS + bytes * slowdown * 8e-9 / gbit;
+  return pipelinedSeconds(wire, cpuS, chunkRounds);
+}
+
+double breakEvenGbit(const LinkFit& fit, double w0, int r0, const CallModel& c) {
+  if (!fit.ok) return 0;
+  // Positive where compression pays at `gbit`: the ring's time minus the compressed call's.
+  auto gain = [&](double gbit) { return r0 * fit.alpha + w0 * 8e-9 / gbit - c.secondsAt(gbit); };
+  double lo = 1e-4, hi = 1e5;  // Gbit/s
+  if (gain(lo) <= 0) return 0;
+  if (gain(hi) > 0) return std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 200 && hi / lo > 1.0001; ++i) {
+    const double mid = std::sqrt(lo * hi);
+    (gain(mid) > 0 ? lo : hi) = mid;
+  }
+  return std::sqrt(lo * hi);
 }
 
 }  // namespace bench
