@@ -22,6 +22,7 @@
 
 #include "baselines.hpp"
 #include "coll_bench.hpp"
+#include "core/executor.hpp"
 #include "core/options.hpp"
 #include "core/select.hpp"
 #include "model.hpp"
@@ -362,9 +363,8 @@ ChunkPlan chunkPlan(const Bench& b, const char* algo, size_t count) {
   cc.codec = static_cast<qccl::CodecId>(b.opts.codec);
   cc.bits = b.opts.bits;
   cc = qccl::resolveConfig(cc);
-  const size_t chunkBytes = b.cfg.chunkBytes ? b.cfg.chunkBytes : qccl::chunkBytesFor(cc.codec);
-  const size_t align = cc.bucket ? cc.bucket : 32;
-  const size_t chunkElems = std::max(align, chunkBytes / sizeof(float) / align * align);
+  const size_t chunkElems =
+      qccl::Executor::chunkElemsFor(cc, b.cfg.chunkBytes ? b.cfg.chunkBytes : qccl::chunkBytesFor(cc.codec));
   const size_t n = static_cast<size_t>(gSize);
   const bool whole = std::strcmp(algo, "allgather") == 0;
   const size_t span = std::max<size_t>(1, whole ? count : (count + n - 1) / n);
