@@ -56,7 +56,8 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--codecs", default="onebit,maxmin:4",
-                    help="qccl codecs, codec[:bits][+m] separated by commas; +m: HookState(optimizer=opt)")
+                    help="qccl codecs, codec[:bits][+m][@algo] separated by commas; +m: HookState(optimizer=opt); "
+                         "@sra or @allgather: that variant's algorithm (overrides --algo)")
     ap.add_argument("--algo", choices=("sra", "allgather"),
                     help="the qccl hook's algorithm for compressed parts (default: HookState's choice)")
     ap.add_argument("--momentum", type=float, default=0.0,
@@ -154,6 +155,7 @@ def time_variant(name, base, hook, state, x, y, args, mpi, comm):
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=args.momentum)
     if callable(state):  # a qccl HookState that needs the optimizer (codec+m)
         state = state(opt)
+    algo = getattr(state, "algo", None)  # a qccl HookState's algorithm for compressed parts
     if hook is not None:
         model.register_comm_hook(state, timed_hook(hook, spent))
     rows = []
@@ -182,6 +184,8 @@ def time_variant(name, base, hook, state, x, y, args, mpi, comm):
     phases = np.median(everyone.reshape(-1, everyone.shape[2]), axis=0)
     del model, opt
     out = {"variant": name, "median_s": float(np.median(steps)), "min_s": float(np.min(steps)), "steps": args.steps}
+    if algo is not None:
+        out["qccl_algo"] = algo
     for k, v in zip(PHASES, phases[1:]):
         out[k] = float(v)
     return out
@@ -223,14 +227,18 @@ def main():
             continue
         variants.append((b, {"fp16": fp16_compress_hook, "noop": noop_hook}.get(b), None))
     for spec in filter(None, args.codecs.split(",")):
-        aware = spec.endswith("+m")
-        codec, _, bits = spec.removesuffix("+m").partition(":")
+        base_spec, _, algo = spec.partition("@")
+        if algo and algo not in ("sra", "allgather"):
+            raise SystemExit(f"--codecs {spec!r}: the algorithm after @ must be sra or allgather")
+        algo = algo or args.algo
+        aware = base_spec.endswith("+m")
+        codec, _, bits = base_spec.removesuffix("+m").partition(":")
         bits = int(bits) if bits else None
         if aware:
-            def state(opt, codec=codec, bits=bits):
-                return qtorch.HookState(comm, codec=codec, bits=bits, algo=args.algo, optimizer=opt)
+            def state(opt, codec=codec, bits=bits, algo=algo):
+                return qtorch.HookState(comm, codec=codec, bits=bits, algo=algo, optimizer=opt)
         else:
-            state = qtorch.HookState(comm, codec=codec, bits=bits, algo=args.algo)
+            state = qtorch.HookState(comm, codec=codec, bits=bits, algo=algo)
         variants.append((f"qccl-{spec}", qtorch.allreduce_hook, state))
 
     results = []
