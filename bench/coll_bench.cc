@@ -4,6 +4,7 @@
 #define OMPI_SKIP_MPICXX 1  // only MPI's C bindings (the C++ ones warn under -Wextra)
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -351,6 +352,31 @@ CpuSeconds processCpuSeconds() {
   return {ru.ru_utime.tv_sec + 1e-6 * ru.ru_utime.tv_usec + sys, sys};
 }
 
+// The scheduler's counters for this process: context switches (getrusage) and migrations between
+// CPUs (/proc/self/sched, which kernels without CONFIG_SCHED_DEBUG do not have: -1).
+struct SchedCounts {
+  double nivcsw = 0, nvcsw = 0, migrations = -1;
+};
+SchedCounts schedCounts() {
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  SchedCounts c;
+  c.nivcsw = static_cast<double>(ru.ru_nivcsw);
+  c.nvcsw = static_cast<double>(ru.ru_nvcsw);
+  if (FILE* f = std::fopen("/proc/self/sched", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof(line), f)) {
+      double v = 0;
+      if (std::sscanf(line, " se.nr_migrations : %lf", &v) == 1) {
+        c.migrations = v;
+        break;
+      }
+    }
+    std::fclose(f);
+  }
+  return c;
+}
+
 // The pipeline of one flat allreduce as the library cuts it (communicator.cc, executor.cc): chunk
 // rounds and the bytes of one chunk's message. sra's rounds cover one shard, the allgather
 // schedule's the whole tensor, the ring's 2(n - 1) steps of one shard each.
@@ -398,9 +424,14 @@ Row benchSize(Bench& b, size_t size, uint64_t idx) {
   qcclStats_t s0, s1;
   qc(qcclCommGetStats(b.comm, &s0), b.comm, "stats");
   const CpuSeconds cpu0 = processCpuSeconds();
+  const SchedCounts sched0 = schedCounts();
   row.timeS = timeIt(
       b.a, [&] { b.run(send.data(), recv.data(), count, t, b.comm); }, &row.times);
   const CpuSeconds cpu1 = processCpuSeconds();
+  const SchedCounts sched1 = schedCounts();
+  int cpuNow = sched_getcpu();
+  row.rankCpus.assign(static_cast<size_t>(gSize), -1);
+  MPI_Allgather(&cpuNow, 1, MPI_INT, row.rankCpus.data(), 1, MPI_INT, MPI_COMM_WORLD);
   qc(qcclCommGetStats(b.comm, &s1), b.comm, "stats");
   if (allreduce) {
     int ran = 0, native = 0;
@@ -422,6 +453,15 @@ Row benchSize(Bench& b, size_t size, uint64_t idx) {
   row.idleS = meanOverRanks((s1.idleSeconds - s0.idleSeconds) / calls);
   row.cpuS = meanOverRanks((cpu1.total - cpu0.total) / calls);
   row.sysS = meanOverRanks((cpu1.sys - cpu0.sys) / calls);
+  row.nivcsw = meanOverRanks((sched1.nivcsw - sched0.nivcsw) / calls);
+  row.nvcsw = meanOverRanks((sched1.nvcsw - sched0.nvcsw) / calls);
+  {
+    const double mine = sched0.migrations >= 0 && sched1.migrations >= 0 ? 1 : 0;
+    double all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    const double m = meanOverRanks(mine > 0 ? (sched1.migrations - sched0.migrations) / calls : 0);
+    row.migrations = all > 0 ? m : -1;
+  }
   uint64_t mem = s1.residualBytes + s1.peakStagingBytes;
   MPI_Allreduce(&mem, &row.peakMem, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
   qc(qcclTensorRelease(b.comm, t.id), b.comm, "qcclTensorRelease");

@@ -41,6 +41,10 @@ struct Row {
   uint64_t wrong = 0, peakMem = 0, maxRss = 0;
   // Per call, mean over ranks: seconds encoding, decoding, waiting (of which idle), process CPU.
   double encS = 0, decS = 0, waitS = 0, idleS = 0, cpuS = 0, sysS = 0;
+  // Per call, mean over ranks: the scheduler's doing (ranks sharing cores): involuntary and
+  // voluntary context switches, and migrations between CPUs (-1 where /proc/self/sched lacks them).
+  double nivcsw = 0, nvcsw = 0, migrations = -1;
+  std::vector<int> rankCpus;  // the CPU each rank was on when its timed calls ended (-1: unknown)
   // sra and allgather rows: the call's messages replayed with no codec (wire_probe.hpp), their bytes
   // to the other ranks and the replay's process CPU per rank (mean over ranks); the chunk rounds of
   // the call's pipeline.

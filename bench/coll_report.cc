@@ -53,6 +53,9 @@ const char kCollHelp[] =
     "fp16_time_s qccl's fp16 reduce-scatter.\n"
     "CPU per call (mean over ranks, from qccl's counters): encode, decode, wait (transport progress,\n"
     "polling) and idle (the part of wait spent yielding or sleeping); cpu_s = process user+system.\n"
+    "JSON cpu also: process_s / process_sys_s (user+system / system seconds), nivcsw / nvcsw\n"
+    "(involuntary / voluntary context switches) and migrations (between CPUs; -1 where\n"
+    "/proc/self/sched has none) per call, and rank_cpus: the CPU each rank ran on after its calls.\n"
     "-c 1: a fresh tensor (no residual yet) is reduced once more and checked; wrong is reported only\n"
     "  for checked rows (null / '-' otherwise). An element is wrong when\n"
     "  (a) its bits differ from rank 0's result on any rank (not for reducescatter, whose ranks hold\n"
@@ -152,6 +155,8 @@ void printRow(const Bench& b, const Row& r) {
     }
     for (const bench::Baseline& x : r.baselines)
       base += std::string(base.empty() ? "" : ",") + "\"" + x.name + "\":" + std::to_string(x.timeS);
+    std::string cpus;
+    for (int c : r.rankCpus) cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
     std::printf(
         "{\"collective\":\"%s\",\"size\":%zu,\"count\":%zu,\"codec\":\"%s\",\"bits\":%d,\"algo\":\"%s\","
         "\"transport\":\"%s\",\"nranks\":%d,\"time_s\":%.9g,\"times_s\":[%s],\"algbw\":%.6g,\"busbw\":%.6g,"
@@ -163,12 +168,12 @@ void printRow(const Bench& b, const Row& r) {
         "\"qccl_ring_time_s\":%.9g,\"gloo_time_s\":%.9g,\"gloo_algo\":\"%s\",\"fp16_time_s\":%.9g,"
         "\"speedup_vs_mpi\":%.6g,\"speedup_vs_fp16\":%.6g,\"encode_gbps\":%.6g,\"decode_gbps\":%.6g,"
         "\"cpu\":{\"encode_s\":%.6g,\"decode_s\":%.6g,\"wait_s\":%.6g,\"idle_s\":%.6g,\"process_s\":%.6g,"
-        "\"process_sys_s\":%.6g}}\n",
+        "\"process_sys_s\":%.6g,\"nivcsw\":%.6g,\"nvcsw\":%.6g,\"migrations\":%.6g,\"rank_cpus\":[%s]}}\n",
         b.name(), r.size, r.count, codec, b.wireBits, algo, b.a.transport.c_str(), gSize, r.timeS, each.c_str(), algbw,
         busbw, r.ran.c_str(), r.wireBytes, r.interHostBytes, r.ratio, r.relErr, wrongText(r, "null").c_str(),
         r.checked ? "true" : "false", (unsigned long long)r.peakMem, (unsigned long long)r.maxRss, r.best.name.c_str(),
         r.best.timeS, xb, base.c_str(), r.mpiTimeS, iall, ring, gloo, glooName.c_str(), r.fp16TimeS, xm, xf, b.encGBps,
-        b.decGBps, r.encS, r.decS, r.waitS, r.idleS, r.cpuS, r.sysS);
+        b.decGBps, r.encS, r.decS, r.waitS, r.idleS, r.cpuS, r.sysS, r.nivcsw, r.nvcsw, r.migrations, cpus.c_str());
   } else if (b.a.csv) {
     std::printf(
         "%zu,%zu,%s,%d,%s,%s,%d,%.9g,%.6g,%.6g,%.0f,%.6g,%.6g,%s,%llu,%llu,%s,%.9g,%.6g,%.9g,%.9g,%.9g,%.9g,%.9g,%.6g,"
