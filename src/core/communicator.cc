@@ -692,9 +692,9 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
       runHier(count, work, s, st, seq, space);
     } else {
       const Plan& pl = plan(static_cast<int>(s.algo), count, align);
-      // sra and allgather-reduce read send and write recv directly: no copy of the tensor first
-      // (a 64 MiB memcpy per call was a fifth of the CPU of onebit on 4 emulated hosts). The ring
-      // adds into its own data in recv, and the device path keeps the copy.
+      // sra, the ring and allgather-reduce read send and write recv directly: no copy of the
+      // tensor first (a 64 MiB memcpy per call was a fifth of the CPU of onebit on 4 emulated
+      // hosts). The device path keeps the copy.
       const float* in = work;
       if (dtype == DataType::kFloat32) {
         if (planNeedsDstInit(pl) || space.isDevice())

@@ -100,7 +100,8 @@ struct Executor::StepState {
   const Plan* plan = nullptr;
   const PlanStep* step = nullptr;
   int si = 0;
-  const float* src = nullptr;
+  const float* src = nullptr;  // what the step's sends encode: the call's source in step 0, then dst
+  const float* own = nullptr;  // the call's source: raw receives (Transfer::raw) take it in any step
   float* dst = nullptr;
   const ExecParams* p = nullptr;
   size_t C = 0, D = 1, nG = 0, nR = 0;
@@ -219,6 +220,7 @@ void Executor::runSteps(const Plan& plan, size_t first, size_t last, const float
     S.step = &plan.steps[s];
     S.si = static_cast<int>(s);
     S.src = s == 0 ? src : dst;  // a later step sends what earlier steps received
+    S.own = src;
     S.dst = dst;
     S.p = &p;
     S.C = p.chunkElems;
@@ -405,10 +407,10 @@ void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
   if (S.selfGroup[r] == StepState::kRaw) {  // the first term of a sum: this rank's own values
     const Clock::time_point t0 = Clock::now();
     if (p.ops) {
-      p.ops->copyFloats(S.src + c.begin, out, c.size());
+      p.ops->copyFloats(S.own + c.begin, out, c.size());
     } else {
       const bool last = static_cast<size_t>(S.si) + 1 == S.plan->steps.size() && r + 1 == S.nR;
-      decodeSumParsed(nullptr, nullptr, 0, out, c.size(), last ? p.outScale : 1.0f, S.src + c.begin);
+      decodeSumParsed(nullptr, nullptr, 0, out, c.size(), last ? p.outScale : 1.0f, S.own + c.begin);
     }
     stats_.decodeSec += since(t0);
     return;
@@ -438,7 +440,7 @@ void Executor::recvSumChunk(StepState& S, size_t k) {
   const Range c = chunkOf(range, S.C, k);
   // A raw first receive (this rank's own values) starts the sum instead of a decoding.
   const size_t first = S.selfGroup[0] == StepState::kRaw ? 1 : 0;
-  const float* init = first ? S.src + c.begin : nullptr;
+  const float* init = first ? S.own + c.begin : nullptr;
   S.sumInfo.resize(S.nR - first);
   S.sumBuf.resize(S.nR - first);
   for (size_t r = first; r < S.nR; ++r) S.sumBuf[r - first] = takeChunk(S, r, k, &S.sumInfo[r - first]);

@@ -96,8 +96,9 @@ class Executor {
   /// Runs every step of `plan`: the first step's sends read `src`, every later step's sends read
   /// `dst` (what the earlier steps received there: sra's owner forwards its reduced shard), and
   /// receives write `dst`. They may be equal, as in an in-place allreduce: a step encodes chunk k of
-  /// every send before it decodes chunk k. Out of place, a plan with a kAccumulate step needs dst
-  /// to hold src's values first (planNeedsDstInit()).
+  /// every send before it decodes chunk k. A raw receive (Transfer::raw) reads `src` in any step.
+  /// Out of place, a plan with a kAccumulate step needs dst to hold src's values first
+  /// (planNeedsDstInit()); none of the library's plans has one.
   /// Throws Error: kMismatch / kMalformed for a bad message, kTimeout, kRemoteError,
   /// kTransportError, kCommFailed (cancelled). After a throw the requests of the call are still
   /// outstanding: the caller tells the peers first, then calls abandon().

@@ -85,12 +85,18 @@ Plan planRing(int rank, int size, size_t count, size_t align) {
   plan.shards = splitAligned(count, size, align);
   auto mod = [size](int x) { return ((x % size) + size) % size; };
   int right = mod(rank + 1), left = mod(rank - 1);
+  // Reduce-scatter: each step sums this rank's own values of one chunk (raw, from the source) and
+  // the partial sum arriving from the left, so dst never has to hold a copy of the source: step 0
+  // sends from the source, later steps send what the step before summed.
   for (int s = 0; s + 1 < size; ++s) {
     PlanStep st;
-    st.op = RecvOp::kAccumulate;
+    st.op = RecvOp::kSum;
     const Range& out = plan.shards[mod(rank - s)];
     const Range& in = plan.shards[mod(rank - s - 1)];
     st.sends.push_back({right, out, out.begin});
+    Transfer own{rank, in, in.begin};
+    own.raw = true;
+    st.recvs.push_back(own);
     st.recvs.push_back({left, in, in.begin});
     plan.steps.push_back(std::move(st));
   }

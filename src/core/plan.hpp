@@ -72,8 +72,8 @@ struct Plan {
 };
 
 /// True if the plan reads this rank's own data from dst (a kAccumulate step adds to it), so that an
-/// out-of-place run must copy src into dst first. sra and allgather-reduce never do: they run
-/// straight from src into dst (Executor::run).
+/// out-of-place run must copy src into dst first. The library's plans never do: their sums take
+/// this rank's own values raw from src, so they run straight from src into dst (Executor::run).
 bool planNeedsDstInit(const Plan& plan);
 
 /// Compressed scatter-reduce then allgather. Shard boundaries are multiples of `bucket` so that a
@@ -92,9 +92,11 @@ Plan planSra(int rank, int size, size_t count, size_t bucket);
 /// those of planSra's scatter stage bit for bit. There is no owner stage, so no owner residual.
 Plan planReduceScatter(int rank, int size, size_t shardCount);
 
-/// Bandwidth-optimal ring: n-1 reduce-scatter steps (accumulate), then the final owner of each
-/// chunk quantizes it in place (a self transfer) and n-1 allgather steps forward it (copy).
-/// Chunk c is reduced in the order c, c+1, ..., c+n-1 and owned by rank c-1.
+/// Bandwidth-optimal ring: n-1 reduce-scatter steps, then the final owner of each chunk quantizes
+/// it in place (a self transfer) and n-1 allgather steps forward it (copy). Each reduce-scatter
+/// step is a sum of this rank's own values of the chunk (raw) and the partial sum from the left,
+/// so the ring runs out of place without a copy of the source. Chunk c is reduced in the order
+/// c, c+1, ..., c+n-1 and owned by rank c-1.
 Plan planRing(int rank, int size, size_t count, size_t align = 1);
 
 /// Allreduce by allgather: every rank encodes [0, count) once (worker residual) and sends it to

@@ -148,18 +148,27 @@ TEST(Plan, RingReducesEveryElementOnceFromEveryRank) {
       std::vector<Plan> plans;
       for (int r = 0; r < n; ++r) plans.push_back(planRing(r, n, count, 32));
       checkMatching(plans);
-      // Simulate contributions as bit sets: element i of rank r starts with {r}; accumulate joins.
-      std::vector<std::vector<uint32_t>> have(n, std::vector<uint32_t>(count));
-      for (int r = 0; r < n; ++r)
-        for (size_t i = 0; i < count; ++i) have[r][i] = 1u << r;
+      // Simulate contributions as bit sets: element i of rank r starts with {r} in the source; dst
+      // starts empty (out of place, nothing is copied). A raw receive takes the source, a sum's first
+      // receive replaces, later ones join.
+      std::vector<std::vector<uint32_t>> have(n, std::vector<uint32_t>(count, 0u));
       for (size_t s = 0; s < plans[0].steps.size(); ++s) {
         auto before = have;
         for (const Plan& p : plans) {
           const PlanStep& st = p.steps[s];
-          for (const Transfer& t : st.recvs) {
+          ASSERT_NE(st.op, RecvOp::kAccumulate) << "the ring must not need dst to hold the source";
+          for (size_t j = 0; j < st.recvs.size(); ++j) {
+            const Transfer& t = st.recvs[j];
+            if (t.raw) {
+              ASSERT_EQ(t.peer, p.rank);
+              ASSERT_EQ(j, 0u);
+              ASSERT_EQ(st.op, RecvOp::kSum);
+            }
             for (size_t i = t.range.begin; i < t.range.end; ++i) {
-              uint32_t in = before[t.peer][i];
-              if (st.op == RecvOp::kAccumulate) {
+              // A send of step 0 reads the source ({sender}); later sends read what dst holds.
+              const uint32_t in = t.raw ? 1u << p.rank : s == 0 ? 1u << t.peer : before[t.peer][i];
+              ASSERT_NE(in, 0u) << "rank " << p.rank << " step " << s << " reads an element never written";
+              if (st.op == RecvOp::kSum && j > 0) {
                 ASSERT_EQ(have[p.rank][i] & in, 0u) << "element reduced twice";
                 have[p.rank][i] |= in;
               } else {
@@ -169,6 +178,7 @@ TEST(Plan, RingReducesEveryElementOnceFromEveryRank) {
           }
         }
       }
+      for (const Plan& p : plans) EXPECT_FALSE(planNeedsDstInit(p));
       for (int r = 0; r < n; ++r)
         for (size_t i = 0; i < count; ++i) ASSERT_EQ(have[r][i], (1u << n) - 1) << "rank " << r << " elem " << i;
     }
