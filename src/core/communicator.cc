@@ -333,7 +333,8 @@ struct Communicator::Impl {
   // Returns averageInDecode()'s answer for `op`.
   bool runPlan(const Plan& plan, const float* src, float* dst, const Selection& s, TensorState* st, uint32_t seq,
                MemorySpace& space, RedOp op = RedOp::kSum);
-  void runHier(size_t count, float* work, const Selection& s, TensorState* st, uint32_t seq, MemorySpace& space);
+  void runHier(size_t count, const float* in, float* work, const Selection& s, TensorState* st, uint32_t seq,
+               MemorySpace& space);
   void allreduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, const TensorOpts& t,
                  void* stream);
   Selection decideOther(const TensorOpts& t, size_t count, size_t total, MemorySpace& space, TensorState** state,
@@ -614,12 +615,13 @@ bool Communicator::Impl::runPlan(const Plan& plan, const float* src, float* dst,
   return fused;
 }
 
-// The three plans of plan_hier.hpp in place on `work`, one after the other: the intra-host ones in
+// The three plans of plan_hier.hpp on `work`, one after the other (the intra-host scatter reads `in`,
+// which may be `work` or the caller's input: every later plan reads what an earlier one wrote): the intra-host ones in
 // Options::intraCodec (fp32 or a cast) without residuals, the inter-host one with the call's codec and the tensor's
 // residuals. They reuse tags, which is safe: a run drains every receive it posted before the next run starts, and
 // messages of one (peer, tag) are matched in order.
-void Communicator::Impl::runHier(size_t count, float* work, const Selection& s, TensorState* st, uint32_t seq,
-                                 MemorySpace& space) {
+void Communicator::Impl::runHier(size_t count, const float* in, float* work, const Selection& s, TensorState* st,
+                                 uint32_t seq, MemorySpace& space) {
   const HierPlan& hp = hierPlan(count, s.codec.bucket ? s.codec.bucket : 32);
   CodecConfig intraCodec;
   intraCodec.codec = opts.intraCodec;
@@ -630,7 +632,7 @@ void Communicator::Impl::runHier(size_t count, float* work, const Selection& s, 
     inter.workerResidual = tensors.worker(*st, space);
   }
   guarded([&] {
-    exec.run(hp.intraScatter, work, work, intra);
+    exec.run(hp.intraScatter, in, work, intra);
     exec.run(hp.inter, work, work, inter);
     exec.run(hp.intraGather, work, work, intra);
   });
@@ -688,8 +690,16 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
     if (desc[0] >= 0) runShm(desc, nullptr, nullptr, 0);  // the check, on one host
     size_t align = s.algo == Algo::kSra && s.codec.bucket ? s.codec.bucket : 32;
     if (s.algo == Algo::kHier) {
-      if (dtype == DataType::kFloat32) space.copy(work, send, count * sizeof(float));
-      runHier(count, work, s, st, seq, space);
+      // The intra-host scatter reads the input and every later stage what an earlier one wrote, so
+      // host memory needs no copy first; the device path keeps it.
+      const float* in = work;
+      if (dtype == DataType::kFloat32) {
+        if (space.isDevice())
+          space.copy(work, send, count * sizeof(float));
+        else
+          in = static_cast<const float*>(send);
+      }
+      runHier(count, in, work, s, st, seq, space);
     } else {
       const Plan& pl = plan(static_cast<int>(s.algo), count, align);
       // sra, the ring and allgather-reduce read send and write recv directly: no copy of the

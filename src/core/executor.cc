@@ -219,7 +219,7 @@ void Executor::runSteps(const Plan& plan, size_t first, size_t last, const float
     S.plan = &plan;
     S.step = &plan.steps[s];
     S.si = static_cast<int>(s);
-    S.src = s == 0 ? src : dst;  // a later step sends what earlier steps received
+    S.src = s == 0 || plan.sendsReadSource ? src : dst;  // a later step sends what earlier steps received
     S.own = src;
     S.dst = dst;
     S.p = &p;

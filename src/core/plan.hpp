@@ -64,6 +64,10 @@ struct Plan {
   /// The executor may run all steps together, chunk round by chunk round: every step's sends of
   /// chunk k depend only on chunk k (or earlier) of earlier steps' receives.
   bool pipelineSteps = false;
+  /// Every step's sends read the call's source, not only the first step's: the steps are
+  /// independent (none sends what another receives), as in hier's intra-host scatter, one step per
+  /// lane. Out of place, dst then needs no copy of the source.
+  bool sendsReadSource = false;
   /// The last step's receives write every element of dst for the last time: kCopy receives each
   /// element once, a kSum's last receive ends its sum, and nothing reads dst afterwards. An
   /// average's 1/n may then be applied there, while the decoded values are in cache

@@ -65,6 +65,7 @@ HierPlan planHier(int rank, const std::vector<int>& hostOfIn, size_t count, size
   hp.intraScatter.shards = hp.lanes;
   // One step per lane (a kSum step reduces one range), run together.
   hp.intraScatter.pipelineSteps = true;
+  hp.intraScatter.sendsReadSource = true;  // lane l's step sends lane l of the source
   std::vector<PlanStep> scatter(L);
   for (int l = 0; l < L; ++l) {
     scatter[l].op = RecvOp::kSum;

@@ -1,6 +1,6 @@
 // Hierarchical allreduce (Algo::kHier) over loopback ranks grouped into emulated hosts: exact for
 // fp32, bit for bit against sra's reference applied lane by lane to the host sums for the lossy
-// codecs (with the residuals carried over calls), identical on every rank.
+// codecs (with the residuals carried over calls), identical on every rank, in place and out of place.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -56,12 +56,16 @@ TEST(Hier, Fp32IsExactAndIdenticalOnEveryRank) {
     for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{100003}}) {
       SCOPED_TRACE("hosts " + describe(hosts) + " count " + std::to_string(count));
       runHosts(hosts, testOptions(), [&](Communicator& c, int r) {
-        std::vector<float> buf = exactInput(count, r), avg = buf;
+        std::vector<float> buf = exactInput(count, r), avg = buf, in = buf, out(count, -7.0f);
         TensorOpts t;
         t.codec = CodecId::kFp32;
         t.algo = Algo::kHier;
         c.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, RedOp::kSum, t);
         c.allreduce(avg.data(), avg.data(), count, DataType::kFloat32, RedOp::kAvg, t);
+        // Out of place: no copy of the input first (the intra-host scatter reads it directly).
+        c.allreduce(in.data(), out.data(), count, DataType::kFloat32, RedOp::kSum, t);
+        EXPECT_TRUE(bitEqual(in, exactInput(count, r))) << "input modified out of place, rank " << r;
+        EXPECT_TRUE(bitEqual(out, buf)) << "out of place differs from in place, rank " << r;
         std::vector<float> sum(count, 0.0f);
         for (int q = 0; q < n; ++q) {
           const std::vector<float> x = exactInput(count, q);
@@ -95,8 +99,14 @@ TEST(Hier, LossyCodecsMatchSraPerLaneOnTheHostSums) {
         t.algo = Algo::kHier;
         for (int s = 0; s < steps; ++s) {
           std::vector<float> buf = exactInput(count, r + 3 * s);
-          c.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, RedOp::kSum, t);
-          out[s][r] = buf;
+          if (s % 2 == 0) {
+            c.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, RedOp::kSum, t);
+            out[s][r] = buf;
+          } else {  // out of place, into a prefilled output; the input stays as it was
+            out[s][r].assign(count, -7.0f);
+            c.allreduce(buf.data(), out[s][r].data(), count, DataType::kFloat32, RedOp::kSum, t);
+            EXPECT_TRUE(bitEqual(buf, exactInput(count, r + 3 * s))) << "input modified out of place";
+          }
         }
       });
       // Reference: host sums (exact: small integers), then sra among the hosts on every lane, with
