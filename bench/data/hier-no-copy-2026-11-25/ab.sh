@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # hier without a copy of the source, A/B on the emulated cluster: 2 hosts x 2 ranks at RATE,
 # qccl-bench allreduce --algo hier out of place, fp32 (codec none) and onebit, 16 and 64 MiB, every row
-# checked, the two builds interleaved. usage: ab.sh OUT OLD_BUILD NEW_BUILD [ROUNDS] [RATE]
+# checked, the two builds interleaved. usage: ab.sh OUT OLD_BUILD NEW_BUILD [ROUNDS] [RATE];
+# then python3 bench/data/ab_summary.py OUT
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; old=$2; new=$3; rounds=${4:-4}; rate=${5:-none}; mkdir -p "$out"
 cd "$here/../../.." || exit 1
