@@ -4,7 +4,7 @@ pytest) and under mpirun -np 2/4.
 With codec none the momentum-aware path must give what DDP's own allreduce plus opt.step() gives:
 the returned gradient makes the optimizer's buffer equal the averaged momentum, which with exact
 averaging is the optimizer's own momentum. Float tolerance: the path rewrites the optimizer's
-arithmetic (g' = (U - mu * buf) / (1 - dampening) - wd * p, then the optimizer undoes it), which
+arithmetic (g' = (U - mu * S) / (1 - dampening) - wd * p, then the optimizer undoes it), which
 costs a few ulps per step; after 30 steps the parameters agree to 2e-5 of their largest magnitude.
 """
 
@@ -232,8 +232,9 @@ def test_grad_scaler_with_optimizer_trains_like_unscaled(gloo, comm, name, codec
         assert digest(ours[0]) == digest(unscaled[0])
         assert max_rel_diff(ref[0], ours[0]) > TOL  # onebit really compressed
     # The local momenta are kept unscaled: those of the scaled run equal those of the unscaled one.
-    # (With codec none the parameters alone would not show it: the correction's reconciliation
-    # absorbs momenta in the wrong units, while a lossy codec's residuals would not.)
+    # (With codec none the parameters alone would not show it: the direction U - mu * S is a
+    # difference of two averages, in which whatever the momenta held before cancels, while a lossy
+    # codec's residuals would not.)
     mine, theirs = state.momentum.state_dict()["state"], unscaled_state.momentum.state_dict()["state"]
     assert len(mine) == 2 and sorted(mine) == sorted(theirs)  # the momentum-aware path ran
     for i in mine:
@@ -307,23 +308,30 @@ def test_fused_passes_match_the_torch_expressions(mu, keep, wd):
     n = 10_007
     g, u, sent, buf, p, x = (torch.randn(n, generator=gen) * 10 ** torch.randint(-3, 3, (n,), generator=gen)
                              for _ in range(6))
-    # local: u = mu * (u - (sent - buf)) + keep * (g + wd * p); g = u; sent untouched
-    want_u = (u - (sent - buf)) * mu + (g + wd * p) * keep
-    g2, u2, sent2 = g.clone(), u.clone(), sent.clone()
-    qccl._qccl._momentum_local(g2, u2, sent2, buf, p, mu, keep, wd)
+    # local: u = mu * u + keep * (g + wd * p); g = u
+    want_u = u * mu + (g + wd * p) * keep
+    g2, u2 = g.clone(), u.clone()
+    qccl._qccl._momentum_local(g2, u2, p, mu, keep, wd)
     assert torch.allclose(u2, want_u, rtol=1e-5, atol=1e-6 * float(want_u.abs().max()))
-    assert torch.equal(g2, u2) and torch.equal(sent2, sent)
-    # corrected: sent = x; x = (x - mu * buf) / keep - wd * p
-    want_x = (x - mu * buf) / keep - wd * p
-    x2, sent3 = x.clone(), torch.zeros(n)
-    qccl._qccl._momentum_corrected(x2, buf, sent3, p, mu, keep, wd)
-    assert torch.equal(sent3, x)
+    assert torch.equal(g2, u2)
+    # corrected: x = (x - mu * sent) / keep - wd * p; sent = x as it came
+    want_x = (x - mu * sent) / keep - wd * p
+    x2, sent2 = x.clone(), sent.clone()
+    qccl._qccl._momentum_corrected(x2, sent2, p, mu, keep, wd)
+    assert torch.equal(sent2, x)
     assert torch.allclose(x2, want_x, rtol=1e-5, atol=1e-6 * float(want_x.abs().max()))
+    # without weight decay p is not read: any tensor will do, even one of another size
+    if wd == 0.0:
+        x3, sent3 = x.clone(), sent.clone()
+        qccl._qccl._momentum_corrected(x3, sent3, torch.empty(0), mu, keep, wd)
+        assert torch.equal(x3, x2) and torch.equal(sent3, sent2)
     # what they refuse: a wrong dtype or size is an error, not a wild write
     with pytest.raises(qccl.Error):
-        qccl._qccl._momentum_local(g2.double(), u2, sent2, buf, p, mu, keep, wd)
+        qccl._qccl._momentum_local(g2.double(), u2, p, mu, keep, wd)
     with pytest.raises(qccl.Error):
-        qccl._qccl._momentum_corrected(x2, buf[:-1], sent3, p, mu, keep, wd)
+        qccl._qccl._momentum_corrected(x2, sent2[:-1], p, mu, keep, wd)
+    with pytest.raises(qccl.Error):
+        qccl._qccl._momentum_corrected(x2, sent2, p[:-1], mu, keep, 1e-3)
 
 
 def test_local_after_a_first_exchange_that_raised():

@@ -21,10 +21,11 @@ character-level LM with AdamW, onebit: 1.235x fp32's test loss with ``"dgc"``, 1
     ``d = g + weight_decay * p`` (SGD; Adam: ``u = b1 * u + (1 - b1) * d``, the first moment),
     sends ``u`` through the compressed allreduce (so the error feedback works in momentum units)
     and receives the average ``U``, identical on every rank. The hook returns
-    ``g' = (U - mu * buf) / (1 - dampening) - weight_decay * p``, where ``buf`` is the optimizer's
-    buffer (``momentum_buffer``, ``exp_avg``), so that ``opt.step()`` sets ``buf = U`` and steps
-    with it. Nesterov, the learning rate and its schedule, Adam's second moment stay the
-    optimizer's.
+    ``g' = (U - mu * S) / (1 - dampening) - weight_decay * p``, where ``S`` is the average of the
+    previous exchange (on the first, the optimizer's buffer ``buf``: ``momentum_buffer``,
+    ``exp_avg``), so that ``opt.step()`` sets ``buf = U + mu * (buf - S)``: ``U`` itself while the
+    buffer is what the last exchange asked for. Nesterov, the learning rate and its schedule, Adam's
+    second moment stay the optimizer's.
 ``"ef21"``: EF21-SGDM, Fatkhullin et al., "Momentum Provably Improves Error Feedback!", NeurIPS
     2023. Each rank sends the change of its local momentum ``u_t - u_{t-1}``, and the buffer
     becomes ``buf + average``. With qccl's error feedback, the worker's running estimate of its
@@ -40,12 +41,15 @@ What reaches the parameters is computed from the allreduce result (bit-identical
 the optimizer's state and the parameters (identical on every rank) by the same operations, so
 the replicas stay bit-identical.
 
-Reconciliation: before each exchange the optimizer's buffer is compared with the one the previous
-exchange asked for. A difference -- gradient clipping or any other change to ``p.grad`` before
-``opt.step()``, a skipped ``opt.step()``, an optimizer state loaded from a checkpoint --
-is added to the local momenta, so that it persists as it would without compression; it is the same
-on every rank. Backward passes inside ``no_sync()`` do not call the hook, so gradients accumulated
-there enter the momentum once, with the synchronized backward.
+Whatever else changes the optimizer's buffer stays in it and decays by its momentum, as it would
+without compression: gradient clipping or any other change to ``p.grad`` before ``opt.step()``,
+a skipped ``opt.step()`` (the buffer then misses that step's increment ``U - mu * S``, as plain
+SGD misses that step's gradient), an optimizer state loaded from a checkpoint. The local momenta
+are not reconciled with the buffer, so each step makes two passes over memory in which every
+tensor written is one read (the gradient and ``u``, then the average and ``S``); the ``"ef21"``
+scheme, whose message is an increment of ``u``, still adds ``buf - S`` to ``u`` before it. Backward
+passes inside ``no_sync()`` do not call the hook, so gradients accumulated there enter the
+momentum once, with the synchronized backward.
 """
 
 from typing import Any, Dict, Optional
@@ -158,30 +162,26 @@ class MomentumCorrection:
         h = self._hyper[p]
         st = self._state.setdefault(p, {})
         buf = self._buffer(p)
-        u, sent = st.get("u"), st.get("sent")
+        u = st.get("u")
         pf = p.detach().reshape(-1)
         d = g if g.dtype == torch.float32 else g.float()  # g is overwritten with the message below
         if scale != 1.0:
             d.div_(scale)
         if h.sign < 0:
             d.neg_()
-        if (self.scheme != "ef21" and buf is not None and u is not None and sent is not None
-                and _fusable(g, u, sent, buf, pf)):
-            # The common case in one pass over memory (d is g): u = mu (u - (sent - buf)) + keep (d + wd p); g = u
-            _qccl._momentum_local(g, u, sent, buf, pf, h.mu, h.keep, h.wd)
+        if self.scheme == "ef21":
+            self._local_ef21(p, g, d, st, buf, h, pf)
+        elif buf is not None and u is not None and _fusable(g, u, pf):
+            # The common case in one pass over memory (d is g): u = mu u + keep (d + wd p); g = u
+            _qccl._momentum_local(g, u, pf, h.mu, h.keep, h.wd)
         else:
             if h.wd != 0.0:
                 d.add_(pf, alpha=h.wd)
-            if buf is None or u is None or sent is None:
-                # The optimizer starts its buffer with this step, or this rank has no local momentum yet
-                # (e.g. the optimizer was restored from a checkpoint), or the last exchange never
-                # returned (it raised): start from the shared buffer.
+            if buf is None or u is None:
+                # The optimizer starts its buffer with this step, or this rank has no local momentum
+                # yet (e.g. the optimizer was restored from a checkpoint without this state): start
+                # from the shared buffer.
                 u = torch.zeros_like(d) if buf is None else buf.float().clone()
-            else:
-                # Whatever changed the optimizer's buffer carries over: u += buf - sent, computed in
-                # sent's storage (corrected() rewrites it before it is read again).
-                u.sub_(sent.sub_(buf))
-            before = u.clone() if self.scheme == "ef21" else None
             if self.kind == "sgd" and buf is None:
                 u.copy_(d)  # SGD's first step: buf = d
             elif h.keep == 1.0:
@@ -190,10 +190,30 @@ class MomentumCorrection:
                 u.mul_(h.mu).add_(d, alpha=h.keep)
             st["u"] = u
             g.copy_(u)
-            if before is not None:
-                g.sub_(before)
         if scale != 1.0:
             g.mul_(scale)
+
+    def _local_ef21(self, p: torch.Tensor, g: torch.Tensor, d: torch.Tensor, st: Dict[str, torch.Tensor],
+                    buf: Optional[torch.Tensor], h: _Hyper, pf: torch.Tensor) -> None:
+        """ef21: the message is the change of the local momentum, which is first reconciled with
+        the optimizer's buffer: u += buf - sent (whatever changed the buffer carries over)."""
+        u, sent = st.get("u"), st.get("sent")
+        if h.wd != 0.0:
+            d.add_(pf, alpha=h.wd)
+        if buf is None or u is None or sent is None:
+            u = torch.zeros_like(d) if buf is None else buf.float().clone()
+        else:
+            u.sub_(sent.sub_(buf))  # in sent's storage: corrected() rewrites it before it is read again
+        before = u.clone()
+        if self.kind == "sgd" and buf is None:
+            u.copy_(d)
+        elif h.keep == 1.0:
+            torch.add(d, u, alpha=h.mu, out=u)
+        else:
+            u.mul_(h.mu).add_(d, alpha=h.keep)
+        st["u"] = u
+        g.copy_(u)
+        g.sub_(before)
 
     def corrected(self, p: torch.Tensor, x: torch.Tensor, scale: float = 1.0) -> None:
         """Replaces x, the average of the messages for p, by the gradient the optimizer is to see
@@ -202,33 +222,29 @@ class MomentumCorrection:
         st = self._state[p]
         buf = self._buffer(p)
         sent = st.get("sent")
+        if sent is not None and sent.shape != x.shape:
+            sent = None
         pf = p.detach().reshape(-1)
         d = x if x.dtype == torch.float32 else x.float()
         if scale != 1.0:
             d.div_(scale)
-        if (self.scheme != "ef21" and buf is not None and sent is not None and sent.shape == x.shape
-                and _fusable(x, buf, sent, pf)):
-            # One pass (d is x): sent = x; x = (x - mu buf) / keep - wd p, the steps below in order
-            _qccl._momentum_corrected(x, buf, sent, pf, h.mu, h.keep, h.wd)
+        if self.scheme != "ef21" and buf is not None and sent is not None and _fusable(x, sent, pf):
+            # One pass (d is x): x = (x - mu sent) / keep - wd p; sent = x as it came
+            _qccl._momentum_corrected(x, sent, pf, h.mu, h.keep, h.wd)
             if self.scheme == "onebit_adam":
                 self._freeze_second_moment(p, st, h)
         else:
-            old = None if buf is None else buf.float()
+            # The direction is taken from the last average (sent), or from the optimizer's buffer
+            # where there is none (the first exchange of this state, or ef21); SGD's first step
+            # copies d into the buffer and Adam's first moment starts from zero (old None).
+            old = None if buf is None else buf.float() if self.scheme == "ef21" or sent is None else sent
             if self.scheme == "ef21" and old is not None:
                 d.add_(old)
-            if sent is None or sent.shape != d.shape:
-                st["sent"] = d.clone()
-            else:
-                sent.copy_(d)
-            if self.kind == "sgd" and old is None:
-                pass  # SGD's first step copies d into the buffer
-            elif old is None:
-                if h.keep != 1.0:
-                    d.div_(h.keep)  # Adam's first moment starts from zero
-            else:
+            st["sent"] = d.clone()
+            if old is not None:
                 d.sub_(old, alpha=h.mu)
-                if h.keep != 1.0:
-                    d.div_(h.keep)
+            if h.keep != 1.0 and not (self.kind == "sgd" and old is None):
+                d.div_(h.keep)
             if self.scheme == "onebit_adam":
                 self._freeze_second_moment(p, st, h)
             if h.wd != 0.0:
