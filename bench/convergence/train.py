@@ -81,6 +81,8 @@ def parse_args():
                     help="HookState warmup_steps; -1 (default): what the README recommends, 10%% of the steps "
                     "for the 1-bit codecs with optimizer= under SGD momentum and for onebit_adam, 0 otherwise")
     ap.add_argument("--clip", type=float, default=0.0, help="clip_grad_norm_ to this norm after backward (0: off)")
+    ap.add_argument("--no-reconcile", action="store_true",
+                    help="CODEC+m variants: HookState(..., reconcile=False) (qccl.momentum, \"Without reconciliation\")")
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--out", help="JSON file written by rank 0")
     return ap.parse_args()
@@ -126,6 +128,8 @@ def make_hook(kind: str, ddp: DDP, opt, codec, bits, scheme, args, task: Task, m
         kw["optimizer"] = opt
         if scheme != "m":
             kw["scheme"] = scheme
+        if args.no_reconcile:
+            kw["reconcile"] = False
         # By default the run warms up as the README tells a user who knows the run length to: 10% of
         # it uncompressed for onebit_adam (the hook's default for Adam/AdamW with a lossy codec) and
         # for the 1-bit codecs under SGD momentum (bench/RESULTS.md, "A warm-up of uncompressed steps")
@@ -243,7 +247,7 @@ def main() -> None:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         meta = {"task": task.name, "seed": args.seed, "ranks": mpi.size, "steps": task.steps,
                 "batch_per_rank": task.batch, "lr": task.lr, "constant_lr": args.constant_lr, "algo": args.algo,
-                "clip": args.clip, "torch": torch.__version__,
+                "clip": args.clip, "reconcile": not args.no_reconcile, "torch": torch.__version__,
                 "parameters": sum(p.numel() for p in base.parameters())}
         with open(args.out, "w") as f:
             json.dump({"meta": meta, "results": results}, f)

@@ -10,7 +10,8 @@ own cost; on request), fp32 (DDP's default gloo allreduce), fp16 (DDP's fp16_com
 powersgd (DDP's PowerSGD hook, rank --powersgd-rank, error feedback and warm start on, compressing
 from the second step, in as few buckets as DDP allows; on request) and the qccl hook with each
 codec given by --codecs (default onebit and maxmin 4-bit; a codec with the suffix +m, e.g.
-onebit+m, hands the hook the optimizer: momentum-aware compression, HookState(optimizer=opt)).
+onebit+m, hands the hook the optimizer: momentum-aware compression, HookState(optimizer=opt); +mu
+does so with reconcile=False).
 Every variant steps with the same optimizer, plain SGD or with --momentum SGD with momentum. Each
 variant runs --warmup untimed
 steps and then --steps timed ones on the same synthetic batch; rank 0 prints the median step
@@ -56,8 +57,9 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--codecs", default="onebit,maxmin:4",
-                    help="qccl codecs, codec[:bits][+m][@algo] separated by commas; +m: HookState(optimizer=opt); "
-                         "@sra or @allgather: that variant's algorithm (overrides --algo)")
+                    help="qccl codecs, codec[:bits][+m|+mu][@algo] separated by commas; +m: HookState(optimizer=opt); "
+                         "+mu: the same with reconcile=False; @sra or @allgather: that variant's algorithm "
+                         "(overrides --algo)")
     ap.add_argument("--algo", choices=("sra", "allgather"),
                     help="the qccl hook's algorithm for compressed parts (default: HookState's choice)")
     ap.add_argument("--momentum", type=float, default=0.0,
@@ -156,6 +158,7 @@ def time_variant(name, base, hook, state, x, y, args, mpi, comm):
     if callable(state):  # a qccl HookState that needs the optimizer (codec+m)
         state = state(opt)
     algo = getattr(state, "algo", None)  # a qccl HookState's algorithm for compressed parts
+    momentum = getattr(state, "momentum", None)  # its momentum-aware compression (optimizer=)
     if hook is not None:
         model.register_comm_hook(state, timed_hook(hook, spent))
     rows = []
@@ -186,6 +189,8 @@ def time_variant(name, base, hook, state, x, y, args, mpi, comm):
     out = {"variant": name, "median_s": float(np.median(steps)), "min_s": float(np.min(steps)), "steps": args.steps}
     if algo is not None:
         out["qccl_algo"] = algo
+    if momentum is not None:
+        out["qccl_reconcile"] = momentum.reconcile
     for k, v in zip(PHASES, phases[1:]):
         out[k] = float(v)
     return out
@@ -231,12 +236,13 @@ def main():
         if algo and algo not in ("sra", "allgather"):
             raise SystemExit(f"--codecs {spec!r}: the algorithm after @ must be sra or allgather")
         algo = algo or args.algo
-        aware = base_spec.endswith("+m")
-        codec, _, bits = base_spec.removesuffix("+m").partition(":")
+        reconcile = not base_spec.endswith("+mu")
+        aware = base_spec.endswith("+m") or not reconcile
+        codec, _, bits = base_spec.removesuffix("+mu").removesuffix("+m").partition(":")
         bits = int(bits) if bits else None
         if aware:
-            def state(opt, codec=codec, bits=bits, algo=algo):
-                return qtorch.HookState(comm, codec=codec, bits=bits, algo=algo, optimizer=opt)
+            def state(opt, codec=codec, bits=bits, algo=algo, reconcile=reconcile):
+                return qtorch.HookState(comm, codec=codec, bits=bits, algo=algo, optimizer=opt, reconcile=reconcile)
         else:
             state = qtorch.HookState(comm, codec=codec, bits=bits, algo=algo)
         variants.append((f"qccl-{spec}", qtorch.allreduce_hook, state))

@@ -65,17 +65,21 @@ def test_bench_ddp_end_to_end(tmp_path):
     cmd = [os.environ.get("QCCL_MPIEXEC", "mpirun"), "--allow-run-as-root", "--oversubscribe", "-np", "2",
            sys.executable, os.path.join(REPO, "examples", "python", "bench_ddp.py"), "--width", "64", "--layers", "2",
            "--batch", "4", "--steps", "2", "--warmup", "3", "--baselines", "compute,noop,fp32,fp16,powersgd",
-           "--codecs", "onebit,maxmin:4,onebit+m,onebit+m@sra", "--momentum", "0.9", "--bucket-view", "--link", "none", "--json", str(out)]
+           "--codecs", "onebit,maxmin:4,onebit+m,onebit+m@sra,onebit+mu@sra", "--momentum", "0.9", "--bucket-view", "--link", "none", "--json", str(out)]
     subprocess.run(cmd, check=True, timeout=240)
     d = json.loads(out.read_text())
     names = [r["variant"] for r in d["results"]]
     assert names == ["compute", "noop", "fp32", "fp16", "powersgd", "qccl-onebit", "qccl-maxmin:4", "qccl-onebit+m",
-                     "qccl-onebit+m@sra"]
+                     "qccl-onebit+m@sra", "qccl-onebit+mu@sra"]
     algos = {r["variant"]: r.get("qccl_algo") for r in d["results"]}
     # 2 ranks: the hook's own choice is allgather; "@sra" overrides it for that variant only
     assert algos == {"compute": None, "noop": None, "fp32": None, "fp16": None, "powersgd": None,
                      "qccl-onebit": "allgather", "qccl-maxmin:4": "allgather", "qccl-onebit+m": "allgather",
-                     "qccl-onebit+m@sra": "sra"}
+                     "qccl-onebit+m@sra": "sra", "qccl-onebit+mu@sra": "sra"}
+    # "+mu": optimizer= with reconcile=False; the plain hook has no momentum state to report
+    assert {r["variant"]: r.get("qccl_reconcile") for r in d["results"] if r["variant"].startswith("qccl-")} == {
+        "qccl-onebit": None, "qccl-maxmin:4": None, "qccl-onebit+m": True, "qccl-onebit+m@sra": True,
+        "qccl-onebit+mu@sra": False}
     assert d["args"]["bucket_view"] is True
     for r in d["results"]:
         assert r["median_s"] > 0

@@ -4,7 +4,7 @@ pytest) and under mpirun -np 2/4.
 With codec none the momentum-aware path must give what DDP's own allreduce plus opt.step() gives:
 the returned gradient makes the optimizer's buffer equal the averaged momentum, which with exact
 averaging is the optimizer's own momentum. Float tolerance: the path rewrites the optimizer's
-arithmetic (g' = (U - mu * S) / (1 - dampening) - wd * p, then the optimizer undoes it), which
+arithmetic (g' = (U - mu * buf) / (1 - dampening) - wd * p, then the optimizer undoes it), which
 costs a few ulps per step; after 30 steps the parameters agree to 2e-5 of their largest magnitude.
 """
 
@@ -123,6 +123,11 @@ def test_bad_arguments(comm):
         qtorch.HookState(comm, optimizer=torch.optim.Adam(model.parameters()), scheme="onebit_adam")
     with pytest.raises(qccl.Error, match="scheme"):
         qtorch.HookState(comm, optimizer=torch.optim.Adam(model.parameters()), scheme="zip")
+    with pytest.raises(qccl.Error, match="reconcile=False needs optimizer"):
+        qtorch.HookState(comm, reconcile=False)
+    with pytest.raises(qccl.Error, match="ef21"):
+        qtorch.HookState(comm, optimizer=torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), scheme="ef21",
+                         reconcile=False)
 
 
 def test_default_scheme_by_optimizer_and_codec(comm):
@@ -180,6 +185,37 @@ def test_skipped_steps_are_forgotten(gloo, comm):
     assert max_rel_diff(ref[0], ours[0]) < TOL
 
 
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_without_reconciliation_codec_none_equals_optimizer_step(gloo, comm, name):
+    # reconcile=False takes the direction from the last average instead of the optimizer's buffer:
+    # with exact averaging the optimizer must still step as plain DDP does, and the path must run.
+    ref, ours, state = pair(OPTIMIZERS[name], comm, reconcile=False)
+    assert state.momentum.reconcile is False
+    train([ref, ours], gloo.get_rank(), 30)
+    assert max_rel_diff(ref[0], ours[0]) < TOL
+    assert len(state.momentum.state_dict()["state"]) == 2
+
+
+def test_without_reconciliation_skipped_steps_and_a_reloaded_optimizer(gloo, comm):
+    # What reconcile=False keeps right: a skipped opt.step() (the buffer misses that step's increment
+    # of the average, as plain SGD misses its gradient) and an optimizer state loaded mid-run.
+    ref, ours, state = pair(OPTIMIZERS["sgd_nesterov_wd"], comm, reconcile=False)
+    rank = gloo.get_rank()
+    train([ref, ours], rank, 12, before_step=lambda step, m, o: step % 4 != 2)
+    saved = (copy.deepcopy(ref[1].state_dict()), copy.deepcopy(ours[1].state_dict()))
+    train([ref, ours], rank, 5, start=12)
+    ref[1].load_state_dict(saved[0])  # both optimizers go back 5 steps; the hook's state does not
+    ours[1].load_state_dict(saved[1])
+    train([ref, ours], rank, 13, start=17)
+    assert max_rel_diff(ref[0], ours[0]) < TOL
+    # and a lossy codec without reconciliation trains, with replicas identical
+    _, lossy, _ = pair(OPTIMIZERS["sgd_momentum"], comm, codec="onebit", reconcile=False)
+    x_eval, y_eval = batch(99, 0)
+    start = float(loss_of(lossy[0], x_eval, y_eval))
+    train([lossy], rank, 40)
+    assert float(loss_of(lossy[0], x_eval, y_eval)) < 0.9 * start
+
+
 class FakeScaler:
     """What the hook reads of a GradScaler: get_scale()."""
 
@@ -232,9 +268,8 @@ def test_grad_scaler_with_optimizer_trains_like_unscaled(gloo, comm, name, codec
         assert digest(ours[0]) == digest(unscaled[0])
         assert max_rel_diff(ref[0], ours[0]) > TOL  # onebit really compressed
     # The local momenta are kept unscaled: those of the scaled run equal those of the unscaled one.
-    # (With codec none the parameters alone would not show it: the direction U - mu * S is a
-    # difference of two averages, in which whatever the momenta held before cancels, while a lossy
-    # codec's residuals would not.)
+    # (With codec none the parameters alone would not show it: the correction's reconciliation
+    # absorbs momenta in the wrong units, while a lossy codec's residuals would not.)
     mine, theirs = state.momentum.state_dict()["state"], unscaled_state.momentum.state_dict()["state"]
     assert len(mine) == 2 and sorted(mine) == sorted(theirs)  # the momentum-aware path ran
     for i in mine:
@@ -308,30 +343,39 @@ def test_fused_passes_match_the_torch_expressions(mu, keep, wd):
     n = 10_007
     g, u, sent, buf, p, x = (torch.randn(n, generator=gen) * 10 ** torch.randint(-3, 3, (n,), generator=gen)
                              for _ in range(6))
-    # local: u = mu * u + keep * (g + wd * p); g = u
-    want_u = u * mu + (g + wd * p) * keep
-    g2, u2 = g.clone(), u.clone()
-    qccl._qccl._momentum_local(g2, u2, p, mu, keep, wd)
+    # local: u = mu * (u - (sent - buf)) + keep * (g + wd * p); g = u; sent untouched
+    want_u = (u - (sent - buf)) * mu + (g + wd * p) * keep
+    g2, u2, sent2 = g.clone(), u.clone(), sent.clone()
+    qccl._qccl._momentum_local(g2, u2, sent2, buf, p, mu, keep, wd)
     assert torch.allclose(u2, want_u, rtol=1e-5, atol=1e-6 * float(want_u.abs().max()))
-    assert torch.equal(g2, u2)
-    # corrected: x = (x - mu * sent) / keep - wd * p; sent = x as it came
-    want_x = (x - mu * sent) / keep - wd * p
-    x2, sent2 = x.clone(), sent.clone()
-    qccl._qccl._momentum_corrected(x2, sent2, p, mu, keep, wd)
-    assert torch.equal(sent2, x)
+    assert torch.equal(g2, u2) and torch.equal(sent2, sent)
+    # corrected: sent = x; x = (x - mu * buf) / keep - wd * p
+    want_x = (x - mu * buf) / keep - wd * p
+    x2, sent3 = x.clone(), torch.zeros(n)
+    qccl._qccl._momentum_corrected(x2, buf, sent3, p, mu, keep, wd)
+    assert torch.equal(sent3, x)
     assert torch.allclose(x2, want_x, rtol=1e-5, atol=1e-6 * float(want_x.abs().max()))
-    # without weight decay p is not read: any tensor will do, even one of another size
-    if wd == 0.0:
-        x3, sent3 = x.clone(), sent.clone()
-        qccl._qccl._momentum_corrected(x3, sent3, torch.empty(0), mu, keep, wd)
-        assert torch.equal(x3, x2) and torch.equal(sent3, sent2)
+    # without reconciliation: u = mu * u + keep * (g + wd * p); g = u, and x = (x - mu * sent) / keep
+    # - wd * p; sent = x as it came
+    want_u = u * mu + (g + wd * p) * keep
+    g4, u4 = g.clone(), u.clone()
+    qccl._qccl._momentum_local_plain(g4, u4, p, mu, keep, wd)
+    assert torch.allclose(u4, want_u, rtol=1e-5, atol=1e-6 * float(want_u.abs().max()))
+    assert torch.equal(g4, u4)
+    want_x = (x - mu * sent) / keep - wd * p
+    x4, sent4 = x.clone(), sent.clone()
+    qccl._qccl._momentum_corrected_from_sent(x4, sent4, p, mu, keep, wd)
+    assert torch.equal(sent4, x)
+    assert torch.allclose(x4, want_x, rtol=1e-5, atol=1e-6 * float(want_x.abs().max()))
+    with pytest.raises(qccl.Error):
+        qccl._qccl._momentum_local_plain(g4, u4[:-1], p, mu, keep, wd)
+    with pytest.raises(qccl.Error):
+        qccl._qccl._momentum_corrected_from_sent(x4, sent4.double(), p, mu, keep, wd)
     # what they refuse: a wrong dtype or size is an error, not a wild write
     with pytest.raises(qccl.Error):
-        qccl._qccl._momentum_local(g2.double(), u2, p, mu, keep, wd)
+        qccl._qccl._momentum_local(g2.double(), u2, sent2, buf, p, mu, keep, wd)
     with pytest.raises(qccl.Error):
-        qccl._qccl._momentum_corrected(x2, sent2[:-1], p, mu, keep, wd)
-    with pytest.raises(qccl.Error):
-        qccl._qccl._momentum_corrected(x2, sent2, p[:-1], mu, keep, 1e-3)
+        qccl._qccl._momentum_corrected(x2, buf[:-1], sent3, p, mu, keep, wd)
 
 
 def test_local_after_a_first_exchange_that_raised():

@@ -21,11 +21,10 @@ character-level LM with AdamW, onebit: 1.235x fp32's test loss with ``"dgc"``, 1
     ``d = g + weight_decay * p`` (SGD; Adam: ``u = b1 * u + (1 - b1) * d``, the first moment),
     sends ``u`` through the compressed allreduce (so the error feedback works in momentum units)
     and receives the average ``U``, identical on every rank. The hook returns
-    ``g' = (U - mu * S) / (1 - dampening) - weight_decay * p``, where ``S`` is the average of the
-    previous exchange (on the first, the optimizer's buffer ``buf``: ``momentum_buffer``,
-    ``exp_avg``), so that ``opt.step()`` sets ``buf = U + mu * (buf - S)``: ``U`` itself while the
-    buffer is what the last exchange asked for. Nesterov, the learning rate and its schedule, Adam's
-    second moment stay the optimizer's.
+    ``g' = (U - mu * buf) / (1 - dampening) - weight_decay * p``, where ``buf`` is the optimizer's
+    buffer (``momentum_buffer``, ``exp_avg``), so that ``opt.step()`` sets ``buf = U`` and steps
+    with it. Nesterov, the learning rate and its schedule, Adam's second moment stay the
+    optimizer's.
 ``"ef21"``: EF21-SGDM, Fatkhullin et al., "Momentum Provably Improves Error Feedback!", NeurIPS
     2023. Each rank sends the change of its local momentum ``u_t - u_{t-1}``, and the buffer
     becomes ``buf + average``. With qccl's error feedback, the worker's running estimate of its
@@ -41,15 +40,27 @@ What reaches the parameters is computed from the allreduce result (bit-identical
 the optimizer's state and the parameters (identical on every rank) by the same operations, so
 the replicas stay bit-identical.
 
-Whatever else changes the optimizer's buffer stays in it and decays by its momentum, as it would
-without compression: gradient clipping or any other change to ``p.grad`` before ``opt.step()``,
-a skipped ``opt.step()`` (the buffer then misses that step's increment ``U - mu * S``, as plain
-SGD misses that step's gradient), an optimizer state loaded from a checkpoint. The local momenta
-are not reconciled with the buffer, so each step makes two passes over memory in which every
-tensor written is one read (the gradient and ``u``, then the average and ``S``); the ``"ef21"``
-scheme, whose message is an increment of ``u``, still adds ``buf - S`` to ``u`` before it. Backward
-passes inside ``no_sync()`` do not call the hook, so gradients accumulated there enter the
-momentum once, with the synchronized backward.
+Reconciliation: before each exchange the optimizer's buffer is compared with the one the previous
+exchange asked for. A difference -- gradient clipping or any other change to ``p.grad`` before
+``opt.step()``, a skipped ``opt.step()``, an optimizer state loaded from a checkpoint --
+is added to the local momenta, so that it persists as it would without compression; it is the same
+on every rank. Backward passes inside ``no_sync()`` do not call the hook, so gradients accumulated
+there enter the momentum once, with the synchronized backward.
+
+Without reconciliation (``HookState(..., reconcile=False)``, not for ``"ef21"``): the hook returns
+``g' = (U - mu * S) / (1 - dampening) - weight_decay * p`` with ``S`` the previous average (the
+optimizer's buffer on the first exchange), so ``opt.step()`` sets ``buf = U + mu * (buf - S)``:
+``U`` while nothing else touched the buffer. The buffer is then never read, and each step makes two
+passes over memory that read only what they write (the gradient and ``u``, then the average and
+``S``) instead of reading the buffer and ``S`` besides: on 25.6M parameters 17 against 27 ms on
+one thread (bench/RESULTS.md, "``optimizer=`` without reconciliation"). A skipped
+``opt.step()`` and a loaded optimizer state stay right: the buffer misses that step's increment
+``U - mu * S`` as plain SGD misses that step's gradient, and a difference decays by the momentum.
+A changed gradient does not: the optimizer integrates the clipped increments of ``U``, in which the
+codec's errors no longer cancel. With ``clip_grad_norm_(0.1)`` on the two regression tasks onebit+m
+ended at 1.55-1.59x fp32's loss (ten seeds each) against 1.18-1.19x with reconciliation. So it is for training
+loops that hand ``opt.step()`` the hook's gradients unchanged (no clipping, no other edit of
+``p.grad``; ``GradScaler.unscale_`` by a power of two is exact and fine).
 """
 
 from typing import Any, Dict, Optional
@@ -116,11 +127,16 @@ class MomentumCorrection:
     ``corrected(p, x)`` replaces the averaged message ``x`` by the gradient the optimizer is to
     see. SGD parameter groups without momentum keep the plain path, which is already exact."""
 
-    def __init__(self, optimizer: Any, scheme: Optional[str] = None, warmup_steps: int = 0):
+    def __init__(self, optimizer: Any, scheme: Optional[str] = None, warmup_steps: int = 0, reconcile: bool = True):
         self.kind = _kind(optimizer)
         scheme = scheme or "dgc"
         if scheme not in SCHEMES:
             raise Error(f"scheme {scheme!r}: expected one of {list(SCHEMES)}", INVALID_ARGUMENT)
+        if not reconcile and scheme == "ef21":
+            raise Error("reconcile=False: scheme 'ef21' sends increments of the reconciled momentum", INVALID_ARGUMENT)
+        # False: the direction is taken from the last average instead of the optimizer's buffer,
+        # which is then never read (module text, "Without reconciliation").
+        self.reconcile = bool(reconcile)
         if scheme == "onebit_adam" and (self.kind == "sgd" or warmup_steps <= 0):
             raise Error("scheme 'onebit_adam' needs torch.optim.Adam or AdamW and warmup_steps > 0", INVALID_ARGUMENT)
         self.optimizer = optimizer
@@ -162,26 +178,33 @@ class MomentumCorrection:
         h = self._hyper[p]
         st = self._state.setdefault(p, {})
         buf = self._buffer(p)
-        u = st.get("u")
+        u, sent = st.get("u"), st.get("sent")
         pf = p.detach().reshape(-1)
         d = g if g.dtype == torch.float32 else g.float()  # g is overwritten with the message below
         if scale != 1.0:
             d.div_(scale)
         if h.sign < 0:
             d.neg_()
-        if self.scheme == "ef21":
-            self._local_ef21(p, g, d, st, buf, h, pf)
-        elif buf is not None and u is not None and _fusable(g, u, pf):
-            # The common case in one pass over memory (d is g): u = mu u + keep (d + wd p); g = u
-            _qccl._momentum_local(g, u, pf, h.mu, h.keep, h.wd)
+        if not self.reconcile and buf is not None and u is not None and _fusable(g, u, pf):
+            # Without reconciliation, one pass that reads only what it writes: u = mu u + keep (d + wd p); g = u
+            _qccl._momentum_local_plain(g, u, pf, h.mu, h.keep, h.wd)
+        elif (self.reconcile and self.scheme != "ef21" and buf is not None and u is not None and sent is not None
+                and _fusable(g, u, sent, buf, pf)):
+            # The common case in one pass over memory (d is g): u = mu (u - (sent - buf)) + keep (d + wd p); g = u
+            _qccl._momentum_local(g, u, sent, buf, pf, h.mu, h.keep, h.wd)
         else:
             if h.wd != 0.0:
                 d.add_(pf, alpha=h.wd)
-            if buf is None or u is None:
-                # The optimizer starts its buffer with this step, or this rank has no local momentum
-                # yet (e.g. the optimizer was restored from a checkpoint without this state): start
-                # from the shared buffer.
+            if buf is None or u is None or (self.reconcile and sent is None):
+                # The optimizer starts its buffer with this step, or this rank has no local momentum yet
+                # (e.g. the optimizer was restored from a checkpoint), or the last exchange never
+                # returned (it raised): start from the shared buffer.
                 u = torch.zeros_like(d) if buf is None else buf.float().clone()
+            elif self.reconcile:
+                # Whatever changed the optimizer's buffer carries over: u += buf - sent, computed in
+                # sent's storage (corrected() rewrites it before it is read again).
+                u.sub_(sent.sub_(buf))
+            before = u.clone() if self.scheme == "ef21" else None
             if self.kind == "sgd" and buf is None:
                 u.copy_(d)  # SGD's first step: buf = d
             elif h.keep == 1.0:
@@ -190,30 +213,10 @@ class MomentumCorrection:
                 u.mul_(h.mu).add_(d, alpha=h.keep)
             st["u"] = u
             g.copy_(u)
+            if before is not None:
+                g.sub_(before)
         if scale != 1.0:
             g.mul_(scale)
-
-    def _local_ef21(self, p: torch.Tensor, g: torch.Tensor, d: torch.Tensor, st: Dict[str, torch.Tensor],
-                    buf: Optional[torch.Tensor], h: _Hyper, pf: torch.Tensor) -> None:
-        """ef21: the message is the change of the local momentum, which is first reconciled with
-        the optimizer's buffer: u += buf - sent (whatever changed the buffer carries over)."""
-        u, sent = st.get("u"), st.get("sent")
-        if h.wd != 0.0:
-            d.add_(pf, alpha=h.wd)
-        if buf is None or u is None or sent is None:
-            u = torch.zeros_like(d) if buf is None else buf.float().clone()
-        else:
-            u.sub_(sent.sub_(buf))  # in sent's storage: corrected() rewrites it before it is read again
-        before = u.clone()
-        if self.kind == "sgd" and buf is None:
-            u.copy_(d)
-        elif h.keep == 1.0:
-            torch.add(d, u, alpha=h.mu, out=u)
-        else:
-            u.mul_(h.mu).add_(d, alpha=h.keep)
-        st["u"] = u
-        g.copy_(u)
-        g.sub_(before)
 
     def corrected(self, p: torch.Tensor, x: torch.Tensor, scale: float = 1.0) -> None:
         """Replaces x, the average of the messages for p, by the gradient the optimizer is to see
@@ -222,29 +225,41 @@ class MomentumCorrection:
         st = self._state[p]
         buf = self._buffer(p)
         sent = st.get("sent")
-        if sent is not None and sent.shape != x.shape:
-            sent = None
         pf = p.detach().reshape(-1)
         d = x if x.dtype == torch.float32 else x.float()
         if scale != 1.0:
             d.div_(scale)
-        if self.scheme != "ef21" and buf is not None and sent is not None and _fusable(x, sent, pf):
-            # One pass (d is x): x = (x - mu sent) / keep - wd p; sent = x as it came
-            _qccl._momentum_corrected(x, sent, pf, h.mu, h.keep, h.wd)
+        from_sent = not self.reconcile and buf is not None and sent is not None and sent.shape == x.shape
+        if from_sent and _fusable(x, sent, pf):
+            # One pass that reads only what it writes (d is x): x = (x - mu sent) / keep - wd p; sent = x as it came
+            _qccl._momentum_corrected_from_sent(x, sent, pf, h.mu, h.keep, h.wd)
+            if self.scheme == "onebit_adam":
+                self._freeze_second_moment(p, st, h)
+        elif (self.reconcile and self.scheme != "ef21" and buf is not None and sent is not None
+                and sent.shape == x.shape and _fusable(x, buf, sent, pf)):
+            # One pass (d is x): sent = x; x = (x - mu buf) / keep - wd p, the steps below in order
+            _qccl._momentum_corrected(x, buf, sent, pf, h.mu, h.keep, h.wd)
             if self.scheme == "onebit_adam":
                 self._freeze_second_moment(p, st, h)
         else:
-            # The direction is taken from the last average (sent), or from the optimizer's buffer
-            # where there is none (the first exchange of this state, or ef21); SGD's first step
-            # copies d into the buffer and Adam's first moment starts from zero (old None).
-            old = None if buf is None else buf.float() if self.scheme == "ef21" or sent is None else sent
+            # The direction is taken from the optimizer's buffer, or without reconciliation from the
+            # last average (sent); the first exchange of a state has only the buffer.
+            old = None if buf is None else sent if from_sent else buf.float()
             if self.scheme == "ef21" and old is not None:
                 d.add_(old)
-            st["sent"] = d.clone()
-            if old is not None:
+            if from_sent or sent is None or sent.shape != d.shape:
+                st["sent"] = d.clone()  # from_sent: old, the previous average, is still read below
+            else:
+                sent.copy_(d)
+            if self.kind == "sgd" and old is None:
+                pass  # SGD's first step copies d into the buffer
+            elif old is None:
+                if h.keep != 1.0:
+                    d.div_(h.keep)  # Adam's first moment starts from zero
+            else:
                 d.sub_(old, alpha=h.mu)
-            if h.keep != 1.0 and not (self.kind == "sgd" and old is None):
-                d.div_(h.keep)
+                if h.keep != 1.0:
+                    d.div_(h.keep)
             if self.scheme == "onebit_adam":
                 self._freeze_second_moment(p, st, h)
             if h.wd != 0.0:

@@ -125,6 +125,11 @@ class HookState:
             ``warmup_steps``) or ``"plain"``; see :mod:`qccl.momentum`. None: ``"dgc"`` for SGD,
             ``"onebit_adam"`` for Adam/AdamW with a lossy codec (warming up for
             ``ADAM_WARMUP_STEPS`` = 100 steps unless ``warmup_steps`` is given).
+        reconcile: with ``optimizer``: carry into the local momenta whatever changed the
+            optimizer's buffer since the last exchange (default). False never reads the buffer,
+            two passes over the parameters fewer per step, and is only for loops that hand
+            ``opt.step()`` the hook's gradients unchanged: gradient clipping then trains worse
+            (:mod:`qccl.momentum`, "Without reconciliation"). Not for ``scheme="ef21"``.
         grad_scaler: the mixed-precision loss scaler (``torch.cuda.amp.GradScaler`` or anything
             with ``get_scale()``) whose scaled gradients reach the hook: residuals are rescaled
             when the scale changes and rolled back over steps the scaler skipped (module doc).
@@ -134,7 +139,7 @@ class HookState:
     def __init__(self, comm: Optional[Communicator] = None, codec: str = "onebit", bits: Optional[int] = None,
                  algo: Optional[str] = None, min_compress_numel: int = 1024, compress_1d: bool = False,
                  warmup_steps: int = 0, async_op: bool = True, *, optimizer: Any = None,
-                 scheme: Optional[str] = None, grad_scaler: Any = None):
+                 scheme: Optional[str] = None, grad_scaler: Any = None, reconcile: bool = True):
         if comm is None:
             import os
 
@@ -179,6 +184,8 @@ class HookState:
         comm._before_destroy.add(self)  # destroy() drains this state's worker first
         if optimizer is None and scheme is not None:
             raise Error("scheme needs optimizer", INVALID_ARGUMENT)
+        if optimizer is None and not reconcile:
+            raise Error("reconcile=False needs optimizer", INVALID_ARGUMENT)
         if grad_scaler is not None and not callable(getattr(grad_scaler, "get_scale", None)):
             raise Error("grad_scaler: expected a GradScaler (an object with get_scale())", INVALID_ARGUMENT)
         self.grad_scaler = grad_scaler
@@ -197,7 +204,7 @@ class HookState:
                 scheme = default_scheme(optimizer, self.lossless)
                 if scheme == "onebit_adam" and self.warmup_steps == 0:
                     self.warmup_steps = ADAM_WARMUP_STEPS
-            self.momentum = MomentumCorrection(optimizer, scheme, self.warmup_steps)
+            self.momentum = MomentumCorrection(optimizer, scheme, self.warmup_steps, reconcile)
 
     @property
     def lossless(self) -> bool:
