@@ -108,109 +108,113 @@ float* f32Data(Array& a, size_t n, const char* name) {
   return static_cast<float*>(a.data());
 }
 
-// u = mu * (u - (sent - buf)) + keep * (g + wd * p); g = u. sent is left as it was (corrected()
-// rewrites it before it is read again). p is read only when wd != 0. The five tensors must not
-// overlap (momentum.py owns u and sent; g is the bucket, buf the optimizer's, p the parameter).
+// The local pass: v = mu * w + keep * (g + wd * p); u = v; g = v, where w is u - (sent - buf)
+// reconciled (kReconcile) and u itself without. sent and buf are read only when reconciling, p only
+// when wd != 0. The tensors must not overlap (momentum.py owns u and sent; g is the bucket, buf the
+// optimizer's, p the parameter).
+template <bool kReconcile>
+void localPass(float* __restrict__ gp, float* __restrict__ up, const float* __restrict__ sp,
+               const float* __restrict__ bp, const float* __restrict__ pp, size_t n, float mu, float keep, float wd) {
+  const auto w = [&](size_t i) {
+    if constexpr (kReconcile) {
+      return up[i] - (sp[i] - bp[i]);
+    } else {
+      return up[i];
+    }
+  };
+  if (pp == nullptr && keep == 1.0f) {
+    for (size_t i = 0; i < n; ++i) {
+      const float v = gp[i] + mu * w(i);  // torch.add(d, u, alpha=mu)
+      up[i] = v;
+      gp[i] = v;
+    }
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const float d = pp != nullptr ? gp[i] + wd * pp[i] : gp[i];
+    const float v = mu * w(i) + keep * d;
+    up[i] = v;
+    gp[i] = v;
+  }
+}
+
+// The corrected pass: sent = x as it came in; x = (x - mu * r) / keep - wd * p, where r is the
+// optimizer's buffer `old` reconciled, and sent's previous value (the last average) without
+// (kFromSent; old is not read). p is read only when wd != 0.
+template <bool kFromSent>
+void correctedPass(float* __restrict__ xp, const float* __restrict__ op, float* __restrict__ sp,
+                   const float* __restrict__ pp, size_t n, float mu, float keep, float wd) {
+  const float inv = 1.0f / keep;
+  const auto r = [&](size_t i) {
+    if constexpr (kFromSent) {
+      return sp[i];
+    } else {
+      return op[i];
+    }
+  };
+  if (pp == nullptr && keep == 1.0f) {
+    for (size_t i = 0; i < n; ++i) {
+      const float v = xp[i];
+      const float y = v - mu * r(i);
+      sp[i] = v;
+      xp[i] = y;
+    }
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const float v = xp[i];
+    float y = keep == 1.0f ? v - mu * r(i) : (v - mu * r(i)) * inv;
+    if (pp != nullptr) y -= wd * pp[i];
+    sp[i] = v;
+    xp[i] = y;
+  }
+}
+
+// Reconciled (the default): u = mu * (u - (sent - buf)) + keep * (g + wd * p); g = u; sent is left
+// as it was (corrected() rewrites it before it is read again).
 void momentumLocal(Array g, Array u, Array sent, Array buf, Array p, float mu, float keep, float wd) {
   const size_t n = g.size();
-  float* __restrict__ gp = f32Data(g, n, "g");
-  float* __restrict__ up = f32Data(u, n, "u");
-  const float* __restrict__ sp = f32Data(sent, n, "sent");
-  const float* __restrict__ bp = f32Data(buf, n, "buf");
-  const float* __restrict__ pp = wd != 0.0f ? f32Data(p, n, "p") : nullptr;
+  float* gp = f32Data(g, n, "g");
+  float* up = f32Data(u, n, "u");
+  const float* sp = f32Data(sent, n, "sent");
+  const float* bp = f32Data(buf, n, "buf");
+  const float* pp = wd != 0.0f ? f32Data(p, n, "p") : nullptr;
   nb::gil_scoped_release unlocked;
-  if (pp == nullptr && keep == 1.0f) {
-    for (size_t i = 0; i < n; ++i) {
-      const float v = gp[i] + mu * (up[i] - (sp[i] - bp[i]));
-      up[i] = v;
-      gp[i] = v;
-    }
-    return;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    const float d = pp != nullptr ? gp[i] + wd * pp[i] : gp[i];
-    const float v = mu * (up[i] - (sp[i] - bp[i])) + keep * d;
-    up[i] = v;
-    gp[i] = v;
-  }
+  localPass<true>(gp, up, sp, bp, pp, n, mu, keep, wd);
 }
 
-// sent = x; x = (x - mu * old) / keep - wd * p. p is read only when wd != 0.
+// Reconciled: sent = x; x = (x - mu * old) / keep - wd * p.
 void momentumCorrected(Array x, Array old, Array sent, Array p, float mu, float keep, float wd) {
   const size_t n = x.size();
-  float* __restrict__ xp = f32Data(x, n, "x");
-  const float* __restrict__ op = f32Data(old, n, "old");
-  float* __restrict__ sp = f32Data(sent, n, "sent");
-  const float* __restrict__ pp = wd != 0.0f ? f32Data(p, n, "p") : nullptr;
-  const float inv = 1.0f / keep;
+  float* xp = f32Data(x, n, "x");
+  const float* op = f32Data(old, n, "old");
+  float* sp = f32Data(sent, n, "sent");
+  const float* pp = wd != 0.0f ? f32Data(p, n, "p") : nullptr;
   nb::gil_scoped_release unlocked;
-  if (pp == nullptr && keep == 1.0f) {
-    for (size_t i = 0; i < n; ++i) {
-      const float v = xp[i];
-      sp[i] = v;
-      xp[i] = v - mu * op[i];
-    }
-    return;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    const float v = xp[i];
-    sp[i] = v;
-    float y = keep == 1.0f ? v - mu * op[i] : (v - mu * op[i]) * inv;
-    if (pp != nullptr) y -= wd * pp[i];
-    xp[i] = y;
-  }
+  correctedPass<false>(xp, op, sp, pp, n, mu, keep, wd);
 }
 
-// Without reconciliation (HookState(..., reconcile=False)): each pass reads only the tensors it
-// writes, two passes over memory fewer per step than the pair above.
-// u = mu * u + keep * (g + wd * p); g = u. p is read only when wd != 0. The tensors must not
-// overlap (momentum.py owns u; g is the bucket, p the parameter).
+// Without reconciliation (HookState(..., reconcile=False)) each pass reads only the tensors it
+// writes, two passes over memory fewer per step than the pair above: u = mu * u + keep * (g + wd * p);
+// g = u.
 void momentumLocalPlain(Array g, Array u, Array p, float mu, float keep, float wd) {
   const size_t n = g.size();
-  float* __restrict__ gp = f32Data(g, n, "g");
-  float* __restrict__ up = f32Data(u, n, "u");
-  const float* __restrict__ pp = wd != 0.0f ? f32Data(p, n, "p") : nullptr;
+  float* gp = f32Data(g, n, "g");
+  float* up = f32Data(u, n, "u");
+  const float* pp = wd != 0.0f ? f32Data(p, n, "p") : nullptr;
   nb::gil_scoped_release unlocked;
-  if (pp == nullptr && keep == 1.0f) {
-    for (size_t i = 0; i < n; ++i) {
-      const float v = gp[i] + mu * up[i];  // torch.add(d, u, alpha=mu)
-      up[i] = v;
-      gp[i] = v;
-    }
-    return;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    const float d = pp != nullptr ? gp[i] + wd * pp[i] : gp[i];
-    const float v = mu * up[i] + keep * d;
-    up[i] = v;
-    gp[i] = v;
-  }
+  localPass<false>(gp, up, nullptr, nullptr, pp, n, mu, keep, wd);
 }
 
-// x = (x - mu * sent) / keep - wd * p; sent = x as it came in (the average just received becomes
-// the one the next step's direction is taken from). p is read only when wd != 0.
+// Without reconciliation: x = (x - mu * sent) / keep - wd * p; sent = x as it came in (the average
+// just received becomes the one the next step's direction is taken from).
 void momentumCorrectedFromSent(Array x, Array sent, Array p, float mu, float keep, float wd) {
   const size_t n = x.size();
-  float* __restrict__ xp = f32Data(x, n, "x");
-  float* __restrict__ sp = f32Data(sent, n, "sent");
-  const float* __restrict__ pp = wd != 0.0f ? f32Data(p, n, "p") : nullptr;
-  const float inv = 1.0f / keep;
+  float* xp = f32Data(x, n, "x");
+  float* sp = f32Data(sent, n, "sent");
+  const float* pp = wd != 0.0f ? f32Data(p, n, "p") : nullptr;
   nb::gil_scoped_release unlocked;
-  if (pp == nullptr && keep == 1.0f) {
-    for (size_t i = 0; i < n; ++i) {
-      const float v = xp[i];
-      xp[i] = v - mu * sp[i];
-      sp[i] = v;
-    }
-    return;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    const float v = xp[i];
-    float y = keep == 1.0f ? v - mu * sp[i] : (v - mu * sp[i]) * inv;
-    if (pp != nullptr) y -= wd * pp[i];
-    xp[i] = y;
-    sp[i] = v;
-  }
+  correctedPass<true>(xp, nullptr, sp, pp, n, mu, keep, wd);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
