@@ -196,7 +196,7 @@ def test_without_reconciliation_codec_none_equals_optimizer_step(gloo, comm, nam
     assert len(state.momentum.state_dict()["state"]) == 2
 
 
-def test_without_reconciliation_skipped_steps_and_a_reloaded_optimizer(gloo, comm):
+def test_without_reconciliation_skipped_steps_and_a_reloaded_optimizer(gloo, mpi, comm):
     # What reconcile=False keeps right: a skipped opt.step() (the buffer misses that step's increment
     # of the average, as plain SGD misses its gradient) and an optimizer state loaded mid-run.
     ref, ours, state = pair(OPTIMIZERS["sgd_nesterov_wd"], comm, reconcile=False)
@@ -214,6 +214,7 @@ def test_without_reconciliation_skipped_steps_and_a_reloaded_optimizer(gloo, com
     start = float(loss_of(lossy[0], x_eval, y_eval))
     train([lossy], rank, 40)
     assert float(loss_of(lossy[0], x_eval, y_eval)) < 0.9 * start
+    assert identical_across_ranks(mpi, lossy[0])
 
 
 class FakeScaler:
