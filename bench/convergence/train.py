@@ -156,6 +156,7 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
     comm, state = make_hook(kind, ddp, opt, codec, bits, scheme, args, task, mpi, args.seed)
     stats0 = comm.stats() if comm else None
     losses: List[float] = []
+    norms: List[float] = []  # with --clip: the total gradient norm clip_grad_norm_ saw at each step
     evals: List[Dict[str, float]] = []
     error: Optional[str] = None
     t0 = time.perf_counter()
@@ -170,7 +171,7 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
             loss = task.loss(ddp(x), y)
             loss.backward()
             if args.clip > 0:
-                torch.nn.utils.clip_grad_norm_(ddp.parameters(), args.clip)
+                norms.append(float(torch.nn.utils.clip_grad_norm_(ddp.parameters(), args.clip)))
             opt.step()
             losses.append(float(loss))
             if (step + 1) % args.eval_every == 0 or step + 1 == task.steps:
@@ -206,6 +207,11 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
         if evals:
             res["test_loss"] = evals[-1]["loss"]
             res["test_acc"] = evals[-1].get("acc")
+        if norms:
+            # The norm of what the optimizer is handed (the hook's direction), before clipping; the
+            # same on every rank. The step is scaled by clip / norm where the norm is larger.
+            res["grad_norm_median"] = float(np.median(norms))
+            res["clipped_steps"] = int(sum(n > args.clip for n in norms))
     if comm is not None:
         stats1 = comm.stats()
         res["qccl_bytes_sent_per_step"] = (stats1["bytes_sent"] - stats0["bytes_sent"]) / max(1, len(losses))
