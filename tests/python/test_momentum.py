@@ -199,7 +199,7 @@ def test_without_reconciliation_codec_none_equals_optimizer_step(gloo, comm, nam
 def test_without_reconciliation_skipped_steps_and_a_reloaded_optimizer(gloo, mpi, comm):
     # What reconcile=False keeps right: a skipped opt.step() (the buffer misses that step's increment
     # of the average, as plain SGD misses its gradient) and an optimizer state loaded mid-run.
-    ref, ours, state = pair(OPTIMIZERS["sgd_nesterov_wd"], comm, reconcile=False)
+    ref, ours, _ = pair(OPTIMIZERS["sgd_nesterov_wd"], comm, reconcile=False)
     rank = gloo.get_rank()
     train([ref, ours], rank, 12, before_step=lambda step, m, o: step % 4 != 2)
     saved = (copy.deepcopy(ref[1].state_dict()), copy.deepcopy(ours[1].state_dict()))

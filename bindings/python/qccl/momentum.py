@@ -229,25 +229,23 @@ class MomentumCorrection:
         d = x if x.dtype == torch.float32 else x.float()
         if scale != 1.0:
             d.div_(scale)
-        from_sent = not self.reconcile and buf is not None and sent is not None and sent.shape == x.shape
+        if sent is not None and sent.shape != x.shape:
+            sent = None  # a state from another layout: as if this were the first exchange
+        from_sent = not self.reconcile and buf is not None and sent is not None
         if from_sent and _fusable(x, sent, pf):
             # One pass that reads only what it writes (d is x): x = (x - mu sent) / keep - wd p; sent = x as it came
             _qccl._momentum_corrected_from_sent(x, sent, pf, h.mu, h.keep, h.wd)
-            if self.scheme == "onebit_adam":
-                self._freeze_second_moment(p, st, h)
         elif (self.reconcile and self.scheme != "ef21" and buf is not None and sent is not None
-                and sent.shape == x.shape and _fusable(x, buf, sent, pf)):
+                and _fusable(x, buf, sent, pf)):
             # One pass (d is x): sent = x; x = (x - mu buf) / keep - wd p, the steps below in order
             _qccl._momentum_corrected(x, buf, sent, pf, h.mu, h.keep, h.wd)
-            if self.scheme == "onebit_adam":
-                self._freeze_second_moment(p, st, h)
         else:
             # The direction is taken from the optimizer's buffer, or without reconciliation from the
             # last average (sent); the first exchange of a state has only the buffer.
             old = None if buf is None else sent if from_sent else buf.float()
             if self.scheme == "ef21" and old is not None:
                 d.add_(old)
-            if from_sent or sent is None or sent.shape != d.shape:
+            if from_sent or sent is None:
                 st["sent"] = d.clone()  # from_sent: old, the previous average, is still read below
             else:
                 sent.copy_(d)
@@ -260,10 +258,10 @@ class MomentumCorrection:
                 d.sub_(old, alpha=h.mu)
                 if h.keep != 1.0:
                     d.div_(h.keep)
-            if self.scheme == "onebit_adam":
-                self._freeze_second_moment(p, st, h)
             if h.wd != 0.0:
                 d.sub_(pf, alpha=h.wd)
+        if self.scheme == "onebit_adam":
+            self._freeze_second_moment(p, st, h)
         if h.sign < 0:
             d.neg_()
         if scale != 1.0:
