@@ -225,3 +225,28 @@ def test_cuda_bucket_completes_in_stream_order():
     assert torch.equal(out.cpu(), torch.arange(p.numel(), dtype=torch.float32) * 2.0)
     state.close()
     comm.destroy()
+
+
+@pytest.mark.parametrize("async_op", [True, False])
+def test_clip_grad_norm_holds_a_steps_buckets_until_its_last(async_op):
+    # Each bucket is held (its future pending) until the step's last one comes; then all are scaled
+    # by one factor from their joint norm and reduced in order. Closing in the middle of a step
+    # fails the held futures instead of leaving DDP waiting on them.
+    [comm] = qccl.loopback(1)
+    state = qtorch.HookState(comm, codec="none", clip_grad_norm=1.0, async_op=async_op)
+    ps = [torch.full((3, 4), 1.0), torch.full((4, 4), 2.0)]  # norm sqrt(12 + 64) = 8.72
+    b0, b1 = Bucket(0, [ps[0]], False), Bucket(1, [ps[1]], True)
+    f0 = qtorch.allreduce_hook(state, b0)
+    time.sleep(0.05)
+    assert not f0.done()
+    f1 = qtorch.allreduce_hook(state, b1)
+    f0.wait(), f1.wait()
+    factor = 1.0 / (76**0.5 + 1e-6)
+    assert state.last_local_grad_norm == pytest.approx(76**0.5)
+    assert torch.allclose(b0.buffer(), torch.full((12,), factor))
+    assert torch.allclose(b1.buffer(), torch.full((16,), 2 * factor))
+    pending = qtorch.allreduce_hook(state, Bucket(0, [ps[0]], False))
+    state.close()
+    with pytest.raises(Exception, match="middle of a step"):
+        pending.wait()
+    comm.destroy()

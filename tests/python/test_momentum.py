@@ -398,3 +398,101 @@ def test_local_after_a_first_exchange_that_raised():
     g = torch.full((n,), 3.0)
     mc.local(p, g)
     assert torch.isfinite(g).all()
+
+
+def wide_model():
+    """Two 1 MiB layers: past DDP's 1 MiB first bucket, a 10 KB cap gives several buckets (DDP puts a
+    smaller model in one bucket whatever the cap)."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(32, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512),
+                         nn.ReLU(), nn.Linear(512, 4))
+
+
+def local_clip_reference(base, make_opt, gloo, rank, max_norm, steps, scaler=None):
+    """What HookState(..., clip_grad_norm=max_norm) is to give: each rank clips its own gradient to
+    max_norm * sqrt(ranks) (DGC's local clipping), the clipped gradients are averaged, and the
+    optimizer steps; here without DDP, with gloo's allreduce and torch's clip_grad_norm_."""
+    import torch.distributed as dist
+
+    model = copy.deepcopy(base)
+    opt = make_opt(model.parameters())
+    world = gloo.get_world_size()
+    for step in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss_of(model, *batch(rank, step)).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm * world**0.5)
+        for p in model.parameters():
+            dist.all_reduce(p.grad)
+            p.grad.div_(world)
+        opt.step()
+    return model
+
+
+@pytest.mark.parametrize("async_op", [True, False])
+@pytest.mark.parametrize("name", ["sgd_momentum", "sgd_nesterov_wd", None])
+def test_clip_grad_norm_clips_each_rank_before_the_exchange(gloo, comm, name, async_op):
+    # Several buckets per step (a 10 KB bucket cap): every bucket of a step is held until the last
+    # one, so that one factor from the rank's whole gradient scales all of them before the local
+    # momentum or the residual sees them. Codec none, so the result must be the reference's. A
+    # factor per bucket, or buckets sent before the factor is known, fails the comparison; a loss
+    # scale (FakeScaler, divided out of the norm) must not change the clipping. (Not with Adam: its
+    # trajectory under a clip at every step moves apart from a float-rounding difference in the
+    # factor, the norm summed in another order, by 3% within 20 steps.)
+    rank = gloo.get_rank()
+    make_opt = OPTIMIZERS[name or "sgd_momentum"]
+    base = wide_model()
+    max_norm, steps = 0.02, 24
+    ref = local_clip_reference(base, make_opt, gloo, rank, max_norm, steps)
+    for scale in (1.0, 256.0):
+        model = DDP(copy.deepcopy(base), bucket_cap_mb=0.01)
+        opt = make_opt(model.parameters())
+        hook = dict(optimizer=opt) if name else {}
+        if scale != 1.0:
+            hook["grad_scaler"] = FakeScaler(scale)
+        state = qtorch.HookState(comm, codec="none", min_compress_numel=1000, async_op=async_op,
+                                 clip_grad_norm=max_norm, **hook)
+        buckets, norms = set(), []
+
+        def counting(st, bucket) -> torch.futures.Future[torch.Tensor]:
+            buckets.add(bucket.index())
+            return qtorch.allreduce_hook(st, bucket)
+
+        model.register_comm_hook(state, counting)
+        for step in range(steps):
+            opt.zero_grad(set_to_none=True)
+            (loss_of(model, *batch(rank, step)) * scale).backward()
+            for p in model.parameters():
+                p.grad.div_(scale)
+            norms.append(state.last_local_grad_norm)
+            opt.step()
+        assert len(buckets) >= 3, buckets
+        limit = max_norm * gloo.get_world_size() ** 0.5
+        assert sum(n > limit for n in norms) >= steps // 2, norms  # clipping really acted
+        assert max_rel_diff(ref, model.module) < TOL, (scale, max_rel_diff(ref, model.module))
+        if name:
+            assert len(state.momentum.state_dict()["state"]) == 4  # the momentum-aware path ran
+
+
+def test_clip_grad_norm_leaves_a_non_finite_gradient_alone(gloo, comm):
+    # A gradient with Inf (a step a loss scaler will skip) has no norm to clip to: the hook passes it
+    # on unscaled, so the scaler sees the Inf, and finite entries are not zeroed by an Inf norm.
+    rank = gloo.get_rank()
+    base = wide_model()
+    grads = []
+    for clip in (None, 0.01):
+        model = DDP(copy.deepcopy(base), bucket_cap_mb=0.01)
+        model.register_comm_hook(qtorch.HookState(comm, codec="none", clip_grad_norm=clip), qtorch.allreduce_hook)
+        handle = model.module[0].weight.register_hook(lambda g: g * float("inf"))
+        loss_of(model, *batch(rank, 0)).backward()
+        handle.remove()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    assert not torch.isfinite(grads[1][0]).all()
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, equal_nan=True, rtol=0, atol=0)
+
+
+def test_clip_grad_norm_arguments(comm):
+    for bad in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(qccl.Error, match="clip_grad_norm"):
+            qtorch.HookState(comm, clip_grad_norm=bad)
+    assert qtorch.HookState(comm, clip_grad_norm=1).clip_grad_norm == 1.0

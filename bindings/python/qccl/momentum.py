@@ -44,8 +44,12 @@ Reconciliation: before each exchange the optimizer's buffer is compared with the
 exchange asked for. A difference -- gradient clipping or any other change to ``p.grad`` before
 ``opt.step()``, a skipped ``opt.step()``, an optimizer state loaded from a checkpoint --
 is added to the local momenta, so that it persists as it would without compression; it is the same
-on every rank. Backward passes inside ``no_sync()`` do not call the hook, so gradients accumulated
-there enter the momentum once, with the synchronized backward.
+on every rank. With a lossy codec, clip in the hook instead (``HookState(..., clip_grad_norm=...)``,
+each rank's own gradient before it enters the local momentum): ``clip_grad_norm_`` after backward
+measures the hook's direction, whose norm carries the codec's error, and shrinks every step
+(bench/RESULTS.md, "Gradient clipping in the hook"). Backward passes inside ``no_sync()`` do not
+call the hook, so gradients accumulated there enter the momentum once, with the synchronized
+backward.
 
 Without reconciliation (``HookState(..., reconcile=False)``, not for ``"ef21"``): the hook returns
 ``g' = (U - mu * S) / (1 - dampening) - weight_decay * p`` with ``S`` the previous average (the
@@ -59,8 +63,11 @@ one thread (bench/RESULTS.md, "``optimizer=`` without reconciliation"). A skippe
 A changed gradient does not: the optimizer integrates the clipped increments of ``U``, in which the
 codec's errors no longer cancel. With ``clip_grad_norm_(0.1)`` on the two regression tasks onebit+m
 ended at 1.55-1.59x fp32's loss (ten seeds each) against 1.18-1.19x with reconciliation. So it is for training
-loops that hand ``opt.step()`` the hook's gradients unchanged (no clipping, no other edit of
-``p.grad``; ``GradScaler.unscale_`` by a power of two is exact and fine).
+loops that hand ``opt.step()`` the hook's gradients unchanged (no clipping after backward, no other
+edit of ``p.grad``; ``GradScaler.unscale_`` by a power of two is exact and fine). Clipping in the hook
+(``HookState(..., clip_grad_norm=...)``) leaves ``p.grad`` alone and works without reconciliation: on
+the two regression tasks, ten seeds, the same losses as with it (bench/RESULTS.md, "Gradient
+clipping in the hook").
 """
 
 from typing import Any, Dict, Optional
