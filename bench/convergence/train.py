@@ -81,6 +81,9 @@ def parse_args():
                     help="HookState warmup_steps; -1 (default): what the README recommends, 10%% of the steps "
                     "for the 1-bit codecs with optimizer= under SGD momentum and for onebit_adam, 0 otherwise")
     ap.add_argument("--clip", type=float, default=0.0, help="clip_grad_norm_ to this norm after backward (0: off)")
+    ap.add_argument("--clip-in-hook", action="store_true",
+                    help="qccl variants: clip in the hook, HookState(..., clip_grad_norm=CLIP), instead of after "
+                    "backward")
     ap.add_argument("--no-reconcile", action="store_true",
                     help="CODEC+m variants: HookState(..., reconcile=False) (qccl.momentum, \"Without reconciliation\")")
     ap.add_argument("--eval-every", type=int, default=25)
@@ -137,6 +140,8 @@ def make_hook(kind: str, ddp: DDP, opt, codec, bits, scheme, args, task: Task, m
         one_bit_sgd = codec in ("onebit", "signscale") and isinstance(opt, torch.optim.SGD) and chosen != "plain"
         if args.hook_warmup < 0 and (chosen == "onebit_adam" or one_bit_sgd):
             warm = max(1, task.steps // 10)
+    if args.clip > 0 and args.clip_in_hook:
+        kw["clip_grad_norm"] = args.clip
     state = qtorch.HookState(comm, warmup_steps=warm, **kw)
     ddp.register_comm_hook(state, qtorch.allreduce_hook)
     return comm, state
@@ -170,7 +175,9 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
             opt.zero_grad(set_to_none=True)
             loss = task.loss(ddp(x), y)
             loss.backward()
-            if args.clip > 0:
+            if args.clip > 0 and args.clip_in_hook and state is not None:
+                norms.append(float(state.last_local_grad_norm))
+            elif args.clip > 0:
                 norms.append(float(torch.nn.utils.clip_grad_norm_(ddp.parameters(), args.clip)))
             opt.step()
             losses.append(float(loss))
@@ -208,10 +215,13 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
             res["test_loss"] = evals[-1]["loss"]
             res["test_acc"] = evals[-1].get("acc")
         if norms:
-            # The norm of what the optimizer is handed (the hook's direction), before clipping; the
-            # same on every rank. The step is scaled by clip / norm where the norm is larger.
+            # The norm the clipping saw: after backward, that of what the optimizer is handed (the
+            # hook's direction, the same on every rank), clipped to --clip; with --clip-in-hook, rank
+            # 0's own gradient, clipped to --clip * sqrt(ranks) (HookState's clip_grad_norm).
+            limit = args.clip * (mpi.size**0.5 if args.clip_in_hook and state is not None else 1.0)
             res["grad_norm_median"] = float(np.median(norms))
-            res["clipped_steps"] = int(sum(n > args.clip for n in norms))
+            res["clip_limit"] = limit
+            res["clipped_steps"] = int(sum(n > limit for n in norms))
     if comm is not None:
         stats1 = comm.stats()
         res["qccl_bytes_sent_per_step"] = (stats1["bytes_sent"] - stats0["bytes_sent"]) / max(1, len(losses))
@@ -253,7 +263,8 @@ def main() -> None:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         meta = {"task": task.name, "seed": args.seed, "ranks": mpi.size, "steps": task.steps,
                 "batch_per_rank": task.batch, "lr": task.lr, "constant_lr": args.constant_lr, "algo": args.algo,
-                "clip": args.clip, "reconcile": not args.no_reconcile, "torch": torch.__version__,
+                "clip": args.clip, "clip_in_hook": args.clip_in_hook, "reconcile": not args.no_reconcile,
+                "torch": torch.__version__,
                 "parameters": sum(p.numel() for p in base.parameters())}
         with open(args.out, "w") as f:
             json.dump({"meta": meta, "results": results}, f)

@@ -57,13 +57,16 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--codecs", default="onebit,maxmin:4",
-                    help="qccl codecs, codec[:bits][+m|+mu][@algo] separated by commas; +m: HookState(optimizer=opt); "
-                         "+mu: the same with reconcile=False; @sra or @allgather: that variant's algorithm "
-                         "(overrides --algo)")
+                    help="qccl codecs, codec[:bits][+m|+mu][+hc][@algo] separated by commas; +m: "
+                         "HookState(optimizer=opt); +mu: the same with reconcile=False; +hc: clip in the hook "
+                         "(--clip); @sra or @allgather: that variant's algorithm (overrides --algo)")
     ap.add_argument("--algo", choices=("sra", "allgather"),
                     help="the qccl hook's algorithm for compressed parts (default: HookState's choice)")
     ap.add_argument("--momentum", type=float, default=0.0,
                     help="SGD momentum of every variant's optimizer (0: plain SGD)")
+    ap.add_argument("--clip", type=float, default=0.0,
+                    help="clip_grad_norm_ to this norm after backward in every variant (0: off); a codec spec "
+                    "ending in +hc clips in the hook instead: HookState(..., clip_grad_norm=CLIP)")
     ap.add_argument("--baselines", default="compute,fp32,fp16",
                     help="variants without qccl: compute (no communication: the floor), noop (DDP with a hook "
                          "that communicates nothing), fp32, fp16, powersgd")
@@ -174,6 +177,8 @@ def time_variant(name, base, hook, state, x, y, args, mpi, comm):
         t1 = time.perf_counter()
         loss.backward()
         t2 = time.perf_counter()
+        if args.clip > 0 and not getattr(state, "clip_grad_norm", None):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         opt.step()
         t3 = time.perf_counter()
         cpu = time.process_time() - c0
@@ -191,6 +196,8 @@ def time_variant(name, base, hook, state, x, y, args, mpi, comm):
         out["qccl_algo"] = algo
     if momentum is not None:
         out["qccl_reconcile"] = momentum.reconcile
+    if args.clip > 0:
+        out["clip"] = "hook" if getattr(state, "clip_grad_norm", None) else "loop"
     for k, v in zip(PHASES, phases[1:]):
         out[k] = float(v)
     return out
@@ -236,15 +243,21 @@ def main():
         if algo and algo not in ("sra", "allgather"):
             raise SystemExit(f"--codecs {spec!r}: the algorithm after @ must be sra or allgather")
         algo = algo or args.algo
+        hook_clip = base_spec.endswith("+hc")
+        if hook_clip and args.clip <= 0:
+            raise SystemExit(f"--codecs {spec!r}: +hc needs --clip")
+        base_spec = base_spec.removesuffix("+hc")
+        clip = args.clip if hook_clip else None
         reconcile = not base_spec.endswith("+mu")
         aware = base_spec.endswith("+m") or not reconcile
         codec, _, bits = base_spec.removesuffix("+mu").removesuffix("+m").partition(":")
         bits = int(bits) if bits else None
         if aware:
-            def state(opt, codec=codec, bits=bits, algo=algo, reconcile=reconcile):
-                return qtorch.HookState(comm, codec=codec, bits=bits, algo=algo, optimizer=opt, reconcile=reconcile)
+            def state(opt, codec=codec, bits=bits, algo=algo, reconcile=reconcile, clip=clip):
+                return qtorch.HookState(comm, codec=codec, bits=bits, algo=algo, optimizer=opt, reconcile=reconcile,
+                                        clip_grad_norm=clip)
         else:
-            state = qtorch.HookState(comm, codec=codec, bits=bits, algo=algo)
+            state = qtorch.HookState(comm, codec=codec, bits=bits, algo=algo, clip_grad_norm=clip)
         variants.append((f"qccl-{spec}", qtorch.allreduce_hook, state))
 
     results = []
