@@ -84,6 +84,9 @@ def parse_args():
     ap.add_argument("--clip-in-hook", action="store_true",
                     help="qccl variants: clip in the hook, HookState(..., clip_grad_norm=CLIP), instead of after "
                     "backward")
+    ap.add_argument("--hook-clip", type=float, default=0.0,
+                    help="with --clip-in-hook: the clip_grad_norm HookState gets (default: --clip; each rank is "
+                    "clipped to it times sqrt(ranks)), while fp32 still clips to --clip after backward")
     ap.add_argument("--no-reconcile", action="store_true",
                     help="CODEC+m variants: HookState(..., reconcile=False) (qccl.momentum, \"Without reconciliation\")")
     ap.add_argument("--eval-every", type=int, default=25)
@@ -141,7 +144,7 @@ def make_hook(kind: str, ddp: DDP, opt, codec, bits, scheme, args, task: Task, m
         if args.hook_warmup < 0 and (chosen == "onebit_adam" or one_bit_sgd):
             warm = max(1, task.steps // 10)
     if args.clip > 0 and args.clip_in_hook:
-        kw["clip_grad_norm"] = args.clip
+        kw["clip_grad_norm"] = args.hook_clip or args.clip
     state = qtorch.HookState(comm, warmup_steps=warm, **kw)
     ddp.register_comm_hook(state, qtorch.allreduce_hook)
     return comm, state
@@ -218,7 +221,8 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
             # The norm the clipping saw: after backward, that of what the optimizer is handed (the
             # hook's direction, the same on every rank), clipped to --clip; with --clip-in-hook, rank
             # 0's own gradient, clipped to --clip * sqrt(ranks) (HookState's clip_grad_norm).
-            limit = args.clip * (mpi.size**0.5 if args.clip_in_hook and state is not None else 1.0)
+            hook = args.clip_in_hook and state is not None
+            limit = (args.hook_clip or args.clip) * mpi.size**0.5 if hook else args.clip
             res["grad_norm_median"] = float(np.median(norms))
             res["clip_limit"] = limit
             res["clipped_steps"] = int(sum(n > limit for n in norms))
@@ -263,7 +267,8 @@ def main() -> None:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         meta = {"task": task.name, "seed": args.seed, "ranks": mpi.size, "steps": task.steps,
                 "batch_per_rank": task.batch, "lr": task.lr, "constant_lr": args.constant_lr, "algo": args.algo,
-                "clip": args.clip, "clip_in_hook": args.clip_in_hook, "reconcile": not args.no_reconcile,
+                "clip": args.clip, "clip_in_hook": args.clip_in_hook,
+                "hook_clip": args.hook_clip or None, "reconcile": not args.no_reconcile,
                 "torch": torch.__version__,
                 "parameters": sum(p.numel() for p in base.parameters())}
         with open(args.out, "w") as f:
