@@ -496,3 +496,40 @@ def test_clip_grad_norm_arguments(comm):
         with pytest.raises(qccl.Error, match="clip_grad_norm"):
             qtorch.HookState(comm, clip_grad_norm=bad)
     assert qtorch.HookState(comm, clip_grad_norm=1).clip_grad_norm == 1.0
+
+
+def test_clip_grad_norm_with_no_sync_accumulation(gloo, comm):
+    # Gradients accumulated under no_sync() reach the hook once, summed, with the synchronized
+    # backward: the clip applies to that sum, as clip_grad_norm_ after the last backward would.
+    import torch.distributed as dist
+
+    rank, world = gloo.get_rank(), gloo.get_world_size()
+    make_opt, base, max_norm = OPTIMIZERS["sgd_momentum"], wide_model(), 0.02
+    ref = copy.deepcopy(base)
+    ref_opt = make_opt(ref.parameters())
+    model = DDP(copy.deepcopy(base), bucket_cap_mb=0.01)
+    opt = make_opt(model.parameters())
+    state = qtorch.HookState(comm, codec="none", min_compress_numel=1000, optimizer=opt, clip_grad_norm=max_norm)
+    model.register_comm_hook(state, qtorch.allreduce_hook)
+    clipped = 0
+    for step in range(12):
+        ref_opt.zero_grad(set_to_none=True)
+        opt.zero_grad(set_to_none=True)
+        for micro in range(3):
+            x, y = batch(rank, 100 * step + micro)
+            loss_of(ref, x, y).backward()
+            if micro < 2:
+                with model.no_sync():
+                    loss_of(model, x, y).backward()
+            else:
+                loss_of(model, x, y).backward()
+        norm = torch.nn.utils.clip_grad_norm_(ref.parameters(), max_norm * world**0.5)
+        clipped += float(norm) > max_norm * world**0.5
+        assert state.last_local_grad_norm == pytest.approx(float(norm), rel=1e-5)
+        for p in ref.parameters():
+            dist.all_reduce(p.grad)
+            p.grad.div_(world)
+        ref_opt.step()
+        opt.step()
+    assert clipped >= 6
+    assert max_rel_diff(ref, model.module) < TOL

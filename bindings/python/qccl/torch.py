@@ -402,7 +402,7 @@ class HookState:
             # (A backward that raised before its last bucket leaves buckets held; DDP refuses the
             # next iteration then: it expects the prior reduction finished.)
             try:
-                norm = on_stream(lambda: float(torch.linalg.vector_norm(buf, dtype=torch.float32)))
+                norm = on_stream(lambda: _norm(buf))
             except BaseException as e:
                 self._fail_held(e)  # DDP waits for every bucket's future: none may stay pending
                 raise
@@ -528,6 +528,14 @@ class HookState:
         self._fail_held(Error("qccl hook: closed in the middle of a step (its buckets were held for clip_grad_norm)",
                               INVALID_ARGUMENT))
         return clean
+
+def _norm(t: torch.Tensor) -> float:
+    """The L2 norm of a tensor: float32 norms of 32K-element chunks, combined in double. torch
+    1.13's float32 norm of a whole 6.5M-element buffer (a 25 MiB bucket) is off by 1.5e-4 of itself;
+    this by 6e-8, for 4.2 ms instead of 2.6 (one thread; float64 chunks: exact, 12.9 ms)."""
+    parts = [torch.linalg.vector_norm(c, dtype=torch.float32) for c in t.reshape(-1).split(1 << 15)]
+    return math.sqrt(float(torch.stack(parts).double().square().sum())) if parts else 0.0
+
 
 def _merge(segments: List[Tuple[int, int]]) -> List[Tuple[int, int]]:
     """Joins adjacent segments, so a bucket with one kind of parameter needs no copy."""
