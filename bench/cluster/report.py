@@ -5,8 +5,11 @@ into plots, a plain-text summary, and the "Emulated cluster" section of bench/RE
   report.py --raw OUT/raw.jsonl --plots bench/plots --summary OUT/summary.txt
             [--results bench/RESULTS.md] [--notes bench/cluster/notes.md]
 
-Only the "Emulated cluster" section and the lines between the cluster markers in "Summary" are
-rewritten; the rest of RESULTS.md is left as it is.
+Only two blocks of RESULTS.md are rewritten: the lines between the cluster-summary markers in
+"Summary", and the lines between the cluster-report markers inside the "Emulated cluster" section
+(the last default-matrix run). Everything else, the hand-written subsections of that section
+included, is left as it is. Where the report markers are missing, the block is inserted right
+under the section's heading (and the section is appended where it is missing).
 """
 import argparse
 import json
@@ -18,6 +21,8 @@ MiB = 1 << 20
 SECTION = "## Emulated cluster (`bench/run-cluster`)"
 SUM_BEGIN = "<!-- cluster-summary:begin -->"
 SUM_END = "<!-- cluster-summary:end -->"
+REPORT_BEGIN = "<!-- cluster-report:begin (written by bench/cluster/report.py; edit bench/cluster/notes.md instead) -->"
+REPORT_END = "<!-- cluster-report:end -->"
 CODEC_ORDER = ["none", "fp16", "bf16", "onebit", "signscale", "maxmin2", "maxmin4", "maxmin8", "dyn8"]
 
 
@@ -309,8 +314,9 @@ def quality_lines(rows):
 
 
 def render(ix, rows, meta, notes, made, results_dir, tg):
+    """The generated block: the run's description, targets, notes, tables and plots (no section heading)."""
     rel = lambda p: os.path.relpath(p, results_dir)
-    L = [SECTION, ""]
+    L = ["### The last default-matrix run (`bench/run-cluster`)", ""]
     L += ["Each emulated host is a network namespace; links are veth pairs into one bridge, shaped with "
           "`tc tbf` on both ends (`bench/cluster/up`). Ranks run one per host under mpirun over TCP only, "
           "shared memory off (`bench/cluster/launch`). Every row times qccl and the uncompressed paths "
@@ -318,15 +324,15 @@ def render(ix, rows, meta, notes, made, results_dir, tg):
           "halving-doubling over TCP) plus qccl's fp16 ring in the same `qccl-bench allreduce --json -c 1` run, "
           "on the same buffers; x_best is the speedup over the fastest uncompressed one.", ""]
     L += ["```"] + meta + ["```", ""]
-    L += ["### Targets", "", "| target | result | measured |", "|---|---|---|"]
+    L += ["#### Targets", "", "| target | result | measured |", "|---|---|---|"]
     L += ["| %s | %s | %s |" % (n, verdict(ok), d) for n, ok, d in tg]
     L.append("")
     if notes:
         L += notes + [""]
-    L += ["### Time per allreduce", ""] + time_tables(ix, rows)
-    L += ["### Wire efficiency", ""] + wire_table(rows)
-    L += ["### Scaling with the number of hosts", ""] + scaling_table(ix, rows)
-    L += ["### Plots", ""] + ["![%s](%s)" % (os.path.basename(p), rel(p)) for p in made] + [""]
+    L += ["#### Time per allreduce", ""] + time_tables(ix, rows)
+    L += ["#### Wire efficiency", ""] + wire_table(rows)
+    L += ["#### Scaling with the number of hosts", ""] + scaling_table(ix, rows)
+    L += ["#### Plots", ""] + ["![%s](%s)" % (os.path.basename(p), rel(p)) for p in made] + [""]
     L += quality_lines(rows) + [""]
     return L
 
@@ -335,24 +341,39 @@ def summary_lines(tg):
     return ["- Emulated cluster: %s — %s: %s" % (n, verdict(ok).strip("*"), d) for n, ok, d in tg]
 
 
-def write_results(path, section, summary):
+def replace_block(text, begin, end, block):
+    """text with the lines from begin to end (markers included) replaced by block; None if the
+    markers are missing or out of order."""
+    a = text.find(begin)
+    b = text.find(end, a + len(begin)) if a >= 0 else -1
+    if a < 0 or b < 0:
+        return None
+    return text[:a] + block + text[b + len(end):]
+
+
+def write_results(path, section_lines, summary):
+    """Writes the generated block and the summary lines into RESULTS.md at path; nothing outside
+    their markers changes."""
     text = open(path).read() if os.path.exists(path) else "# qccl benchmark results\n\n## Summary\n\n"
-    start = text.find(SECTION)
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section + ("" if end < 0 else text[end + 1:])
-    block = SUM_BEGIN + "\n" + "\n".join(summary) + "\n" + SUM_END
-    if SUM_BEGIN in text and SUM_END in text:
-        a, b = text.index(SUM_BEGIN), text.index(SUM_END) + len(SUM_END)
-        text = text[:a] + block + text[b:]
-    elif "## Summary" in text:
+    block = REPORT_BEGIN + "\n\n" + "\n".join(section_lines).rstrip("\n") + "\n\n" + REPORT_END
+    new = replace_block(text, REPORT_BEGIN, REPORT_END, block)
+    if new is None:
+        start = text.find(SECTION)
+        if start < 0:
+            new = text.rstrip("\n") + "\n\n" + SECTION + "\n\n" + block + "\n"
+        else:
+            head = text.find("\n", start)
+            head = len(text) if head < 0 else head + 1
+            new = text[:head] + "\n" + block + "\n" + text[head:]
+    text = new
+    sblock = SUM_BEGIN + "\n" + "\n".join(summary) + "\n" + SUM_END
+    new = replace_block(text, SUM_BEGIN, SUM_END, sblock)
+    if new is None and "## Summary" in text:
         a = text.index("## Summary")
         end = text.find("\n## ", a + 1)
         end = len(text) if end < 0 else end
-        text = text[:end].rstrip("\n") + "\n\n" + block + "\n" + text[end:]
-    open(path, "w").write(text)
+        new = text[:end].rstrip("\n") + "\n\n" + sblock + "\n" + text[end:]
+    open(path, "w").write(text if new is None else new)
 
 
 def main():
@@ -381,8 +402,8 @@ def main():
             f.write("  [%s] %s: %s\n" % (verdict(ok).strip("*"), n, d))
         f.write("  plots: %s\n" % ", ".join(made))
     if a.results:
-        section = "\n".join(render(ix, rows, meta, notes, made, os.path.dirname(os.path.abspath(a.results)), tg))
-        write_results(a.results, section + "\n", summary_lines(tg))
+        write_results(a.results, render(ix, rows, meta, notes, made, os.path.dirname(os.path.abspath(a.results)), tg),
+                      summary_lines(tg))
         print("report: wrote %s" % a.results)
 
 

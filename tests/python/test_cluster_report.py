@@ -45,3 +45,41 @@ def test_table_cells_give_x_best_then_x_mpi():
     rows = [row("onebit", 0.1, best=0.8)]
     table = "\n".join(R.time_tables(R.index(rows), rows))
     assert "100.0 (8.00x, 14.00x)" in table and "800.0 gloo_allreduce" in table
+
+
+def _results(tmp_path, text):
+    p = tmp_path / "RESULTS.md"
+    p.write_text(text)
+    return p
+
+
+HAND = ("# qccl benchmark results\n\n## Summary\n\n- a hand-written bullet\n\n" + R.SUM_BEGIN + "\n- old\n" + R.SUM_END +
+        "\n\n## Codecs\n\ncodec text\n\n" + R.SECTION + "\n\n### A hand-written subsection\n\nits text\n\n"
+        "### Another one\n\nmore text\n\n## Training\n\ntraining text\n")
+
+
+def test_write_results_keeps_the_hand_written_subsections(tmp_path):
+    p = _results(tmp_path, HAND)
+    R.write_results(str(p), ["### The last default-matrix run", "", "run one"], ["- Emulated cluster: new"])
+    first = p.read_text()
+    for kept in ("a hand-written bullet", "codec text", "### A hand-written subsection", "its text",
+                 "### Another one", "more text", "## Training", "training text"):
+        assert kept in first
+    assert "- old" not in first and "- Emulated cluster: new" in first
+    # The block sits right under the section's heading, before the hand-written subsections.
+    assert first.index(R.SECTION) < first.index(R.REPORT_BEGIN) < first.index("run one") < first.index(R.REPORT_END) \
+        < first.index("### A hand-written subsection")
+    # A second run replaces the block, and only the block.
+    R.write_results(str(p), ["### The last default-matrix run", "", "run two"], ["- Emulated cluster: newer"])
+    second = p.read_text()
+    assert "run one" not in second and "run two" in second
+    assert second.count(R.REPORT_BEGIN) == 1 and second.count(R.SUM_BEGIN) == 1
+    assert second.replace("run two", "run one").replace("newer", "new") == first
+
+
+def test_write_results_adds_the_section_where_it_is_missing(tmp_path):
+    p = _results(tmp_path, "# qccl benchmark results\n\n## Summary\n\n- x\n\n## Codecs\n\ncodec text\n")
+    R.write_results(str(p), ["generated"], ["- Emulated cluster: s"])
+    text = p.read_text()
+    assert "codec text" in text and text.index("codec text") < text.index(R.SECTION) < text.index("generated")
+    assert text.index(R.SUM_BEGIN) < text.index("## Codecs")
