@@ -34,19 +34,21 @@ struct Args {
   int printEvery = 10;
   uint64_t seed = 1;
   bool check = false;
-  std::string momentumMode = "dgc";  // dgc: qcclMomentumAllreduce; plain: allreduce the gradient, momentum after
+  std::string momentumMode = "dgc";   // dgc: qcclMomentumAllreduce; plain: allreduce the gradient, momentum after
+  std::string schedule = "constant";  // constant, or cosine: lr * (1 + cos(pi * step / steps)) / 2
 };
 
 const char* kUsage =
     "usage: qccl-train-mlp [--codec none|fp16|bf16|onebit|signscale|maxmin|dyn8|mpi] [--bits 0|2|4|8]\n"
     "                      [--algo default|auto|ring|sra|allgather] [--steps N] [--batch B] [--lr X]\n"
     "                      [--momentum X] [--momentum-mode dgc|plain] [--hidden H] [--seed S]\n"
-    "                      [--print-every K] [--check]\n"
+    "                      [--schedule constant|cosine] [--print-every K] [--check]\n"
     "  --codec mpi   average with MPI_Allreduce instead of qccl (the uncompressed baseline)\n"
     "  --bits 0      the communicator's default (4 for maxmin)\n"
     "  --batch       samples per rank per step\n"
     "  --momentum-mode dgc (default): qcclMomentumAllreduce compresses each rank's velocity (momentum\n"
     "                correction); plain: compress the gradient and apply momentum afterwards\n"
+    "  --schedule    constant (default): lr every step; cosine: lr decays to 0 along half a cosine\n"
     "  --check       exit 1 unless the loss fell by a third and every rank ends with the same weights\n";
 
 struct Named {
@@ -105,6 +107,9 @@ std::string parseArgs(int argc, char** argv, Args* a) {
     } else if (k == "--momentum-mode") {
       a->momentumMode = v;
       ok = a->momentumMode == "dgc" || a->momentumMode == "plain";
+    } else if (k == "--schedule") {
+      a->schedule = v;
+      ok = a->schedule == "constant" || a->schedule == "cosine";
     } else if (k == "--algo") {
       a->algo = v;
       ok = lookup(kAlgos, a->algo, &dummy);
@@ -171,8 +176,11 @@ int train(const Args& a, int rank, int nranks) {
   if (a.codec != "mpi") {
     qcclConfig_t cfg;
     qcclConfigInit(&cfg);
-    // The whole model is one small tensor; compress it anyway, the point of the example.
+    // The whole model is one small tensor; compress it anyway, the point of the example. On one host
+    // auto would otherwise sum exactly (copying fp32 there costs less than any codec's passes), so
+    // local runs compress as asked too.
     cfg.minCompressBytes = 0;
+    cfg.localCompress = 1;
     qcclResult_t r = qcclCommInitMpi(&comm, MPI_COMM_WORLD, &cfg);
     if (r != qcclSuccess) {
       std::fprintf(stderr, "rank %d: qcclCommInitMpi failed: %s: %s\n", rank, qcclGetErrorString(r),
@@ -188,10 +196,10 @@ int train(const Args& a, int rank, int nranks) {
   Batch batch(a.batch);
   if (rank == 0)
     std::printf(
-        "# qccl-train-mlp: %d ranks, codec %s%s, %zu parameters, batch %d per rank, lr %g, momentum %g%s\n"
+        "# qccl-train-mlp: %d ranks, codec %s%s, %zu parameters, batch %d per rank, lr %g (%s), momentum %g%s\n"
         "# step loss\n",
         nranks, a.codec.c_str(), a.bits ? (" " + std::to_string(a.bits) + "-bit").c_str() : "", model.params.size(),
-        a.batch, a.lr, a.momentum,
+        a.batch, a.lr, a.schedule.c_str(), a.momentum,
         comm && a.momentum > 0 && a.momentumMode == "dgc" ? " (momentum-corrected allreduce)" : "");
 
   // With momentum and a qccl codec, qcclMomentumAllreduce exchanges each rank's velocity and returns
@@ -224,13 +232,16 @@ int train(const Args& a, int rank, int nranks) {
       ok = averageGradient(grad, a, comm, nranks);
     }
     commSec += MPI_Wtime() - t0;
+    const float lr = a.schedule == "cosine"
+                         ? a.lr * 0.5f * (1.0f + std::cos(3.14159265f * static_cast<float>(step) / a.steps))
+                         : a.lr;
     for (size_t i = 0; i < grad.size(); i++) {
       if (mom) {
-        model.params[i] -= a.lr * grad[i];  // grad holds SGD's step direction now
+        model.params[i] -= lr * grad[i];  // grad holds SGD's step direction now
         continue;
       }
       velocity[i] = a.momentum * velocity[i] + grad[i];
-      model.params[i] -= a.lr * velocity[i];
+      model.params[i] -= lr * velocity[i];
     }
     MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     loss /= nranks;
