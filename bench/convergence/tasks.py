@@ -158,7 +158,7 @@ class _Cnn(nn.Module):
         return self.f2(F.relu(self.f1(x.flatten(1))))
 
 
-def digits_cnn(seed: int, scale: float = 1.0) -> Task:
+def digits_cnn(seed: int, scale: float = 1.0, wd: float = 0.0) -> Task:
     x_tr, y_tr, x_te, y_te = _digits(seed)
     idx = _epoch_batches(len(x_tr), 64, seed)
 
@@ -170,8 +170,8 @@ def digits_cnn(seed: int, scale: float = 1.0) -> Task:
         i = idx(step, rank, world)
         return x_tr[i], y_tr[i]
 
-    return Task("cnn-sgdm", int(400 * scale), 64, 0.05, 10, True, make_model, _sgd(0.05), F.cross_entropy,
-                batch_for, (x_te, y_te))
+    return Task("cnn-wd-sgdm" if wd else "cnn-sgdm", int(400 * scale), 64, 0.05, 10, True, make_model,
+                _sgd(0.05, wd=wd), F.cross_entropy, batch_for, (x_te, y_te))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -248,5 +248,6 @@ TASKS = {
     "ts-wide-sgdm": lambda seed, scale: teacher_student(seed, False, scale, width=2048),
     "digits-sgdm": digits_mlp,
     "cnn-sgdm": digits_cnn,
+    "cnn-wd-sgdm": lambda seed, scale: digits_cnn(seed, scale, wd=5e-4),
     "charlm-adamw": char_lm,
 }
