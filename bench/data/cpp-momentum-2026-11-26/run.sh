@@ -5,7 +5,8 @@
 # with --algo sra (two quantization stages) against the default allgather (one).
 #   bench/data/cpp-momentum-2026-11-26/run.sh BUILD_DIR OUT_DIR      (then summarize.py OUT_DIR)
 # Configs: default (hidden 256, lr 0.02, 400 steps, seeds 1-5); wide (--hidden 2048, seeds 1-3);
-# wide_cosine (the same with --schedule cosine). Then every codec once on seed 1 (OUT_DIR/codecs-seed1/).
+# wide_cosine (the same with --schedule cosine). Then every codec once on seed 1 (OUT_DIR/codecs-seed1/),
+# wide_m0 (no momentum, lr 0.2, seeds 2-3) and wide_lr001 (lr 0.01, seed 2).
 # 4 local ranks; the example compresses on one host too (localCompress = 1). One file per run.
 set -euo pipefail
 build=${1:?build dir}
