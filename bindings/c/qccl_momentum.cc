@@ -1,5 +1,8 @@
 // Momentum-corrected allreduce (qccl/qccl_momentum.h), on top of the public C API only.
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -10,6 +13,8 @@ struct qcclMomentum {
   qcclMomentumConfig_t config;
   std::vector<float> velocity;  // this rank's local velocity u
   std::vector<float> buffer;    // the averaged velocity B of the last call
+  std::vector<float> signs;     // the rotation's diagonal D, one block, built on first use
+  int block = -1;               // the rotation in use: -1 until the first call decides, 0 none
   int started = 0;
 };
 
@@ -22,10 +27,121 @@ namespace {
 // 2 (n - 1) / n, so beyond 8 ranks sra's bytes win. An explicit opts->algo is always respected.
 constexpr int kMaxAllgatherRanks = 8;
 
+// A config built against the header before `rotation` ends where that field begins.
+constexpr size_t kConfigSizeV1 = offsetof(qcclMomentumConfig_t, rotation);
+constexpr int kAutoRotationBlock = 512;  // the codecs' default bucket
+constexpr int kMinRotationBlock = 32, kMaxRotationBlock = 65536;
+
+bool validRotation(int r) {
+  return r == 0 || r == QCCL_MOMENTUM_ROTATION_AUTO ||
+         (r >= kMinRotationBlock && r <= kMaxRotationBlock && (r & (r - 1)) == 0);
+}
+
 bool validConfig(const qcclMomentumConfig_t& c) {
-  return c.structSize == sizeof(qcclMomentumConfig_t) && c.momentum > 0.0f && c.momentum < 1.0f &&
-         c.dampening >= 0.0f && c.dampening < 1.0f && c.weightDecay >= 0.0f && std::isfinite(c.weightDecay) &&
-         (c.nesterov == 0 || c.nesterov == 1) && !(c.nesterov && c.dampening != 0.0f);
+  return validRotation(c.rotation) && c.residualDecay > 0.0f && c.residualDecay <= 1.0f && c.momentum > 0.0f &&
+         c.momentum < 1.0f && c.dampening >= 0.0f && c.dampening < 1.0f && c.weightDecay >= 0.0f &&
+         std::isfinite(c.weightDecay) && (c.nesterov == 0 || c.nesterov == 1) && !(c.nesterov && c.dampening != 0.0f);
+}
+
+// The rotation's diagonal for a block of n: element i's sign is the top bit of splitmix64(i), the
+// same on every rank and in every run.
+std::vector<float> rotationSigns(int n) {
+  std::vector<float> d(static_cast<size_t>(n));
+  for (int i = 0; i < n; i++) {
+    uint64_t z = static_cast<uint64_t>(i) + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    d[static_cast<size_t>(i)] = (z >> 63) != 0 ? -1.0f : 1.0f;
+  }
+  return d;
+}
+
+// In place, the unnormalized Walsh-Hadamard transform of n floats (n a power of two, >= 8): H H = n I.
+// The first three stages as one 8-point butterfly per group of 8, then one stage per pass with an
+// inner loop over contiguous halves, which the compiler vectorizes.
+void walshHadamard(float* a, size_t n) {
+  for (size_t i = 0; i < n; i += 8) {
+    float* x = a + i;
+    const float s0 = x[0] + x[1], d0 = x[0] - x[1], s1 = x[2] + x[3], d1 = x[2] - x[3];
+    const float s2 = x[4] + x[5], d2 = x[4] - x[5], s3 = x[6] + x[7], d3 = x[6] - x[7];
+    const float t0 = s0 + s1, t1 = d0 + d1, t2 = s0 - s1, t3 = d0 - d1;
+    const float t4 = s2 + s3, t5 = d2 + d3, t6 = s2 - s3, t7 = d2 - d3;
+    x[0] = t0 + t4, x[1] = t1 + t5, x[2] = t2 + t6, x[3] = t3 + t7;
+    x[4] = t0 - t4, x[5] = t1 - t5, x[6] = t2 - t6, x[7] = t3 - t7;
+  }
+  for (size_t h = 8; h < n; h <<= 1)
+    for (size_t i = 0; i < n; i += 2 * h) {
+      float* lo = a + i;
+      float* hi = a + i + h;
+      for (size_t j = 0; j < h; j++) {
+        const float x = lo[j], y = hi[j];
+        lo[j] = x + y;
+        hi[j] = x - y;
+      }
+    }
+}
+
+// out = H D in, block by block; elements past the last whole block are copied as they are.
+void rotate(const float* in, float* out, size_t count, const std::vector<float>& d) {
+  const size_t n = d.size(), whole = count - count % n;
+  for (size_t b = 0; b < whole; b += n) {
+    for (size_t i = 0; i < n; i++) out[b + i] = d[i] * in[b + i];
+    walshHadamard(out + b, n);
+  }
+  if (whole < count) std::memcpy(out + whole, in + whole, (count - whole) * sizeof(float));
+}
+
+// In place, the inverse: x = (1/n) D H x (1/n a power of two, exact).
+void rotateBack(float* x, size_t count, const std::vector<float>& d) {
+  const size_t n = d.size(), whole = count - count % n;
+  const float inv = 1.0f / static_cast<float>(n);
+  for (size_t b = 0; b < whole; b += n) {
+    walshHadamard(x + b, n);
+    for (size_t i = 0; i < n; i++) x[b + i] *= d[i] * inv;
+  }
+}
+
+// What a 1-bit codec loses of x (squared error), bucket by bucket: onebit sends the mean of a bucket's
+// positive and of its negative elements, signscale each sign with the mean magnitude.
+double oneBitLoss(const float* x, size_t count, bool twoMeans) {
+  double loss = 0;
+  for (size_t b = 0; b < count; b += kAutoRotationBlock) {
+    const size_t e = std::min(count, b + kAutoRotationBlock);
+    double pos = 0, neg = 0, mag = 0, sq = 0;
+    size_t npos = 0, nneg = 0;
+    for (size_t i = b; i < e; i++) {
+      const double v = x[i];
+      sq += v * v;
+      mag += std::fabs(v);
+      if (v > 0) pos += v, npos++;
+      if (v < 0) neg += v, nneg++;
+    }
+    if (twoMeans)
+      loss += sq - (npos ? pos * pos / static_cast<double>(npos) : 0.0) -
+              (nneg ? neg * neg / static_cast<double>(nneg) : 0.0);
+    else
+      loss += sq - mag * mag / static_cast<double>(e - b);
+  }
+  return loss;
+}
+
+// Auto rotation, at a tensor's first call: rotate from then on when the codec's loss on the rotated
+// velocities, summed over ranks, is below kAutoRotationGain of its loss on them as they are. The sums
+// go through one uncompressed allreduce, so every rank takes the same decision.
+constexpr double kAutoRotationGain = 0.9;
+
+qcclResult_t decideRotation(const std::vector<float>& u, const std::vector<float>& rotated, bool twoMeans,
+                            qcclComm_t comm, int* block) {
+  // ||H x||^2 = n ||x||^2: the rotated loss in the units of the plain one.
+  float loss[2] = {static_cast<float>(oneBitLoss(u.data(), u.size(), twoMeans)),
+                   static_cast<float>(oneBitLoss(rotated.data(), rotated.size(), twoMeans) / kAutoRotationBlock)};
+  qcclTensorOpts_t o = QCCL_TENSOR_OPTS_INIT;
+  o.codec = qcclCodecNone;
+  qcclResult_t r = qcclAllreduce(loss, loss, 2, qcclFloat32, qcclSum, &o, comm, nullptr);
+  if (r != qcclSuccess) return r;
+  *block = loss[1] < kAutoRotationGain * loss[0] ? kAutoRotationBlock : 0;
+  return qcclSuccess;
 }
 
 }  // namespace
@@ -36,7 +152,12 @@ qcclResult_t qcclMomentumCreate(qcclMomentum_t* momentum, size_t count, const qc
   if (!momentum) return qcclInvalidArgument;
   *momentum = nullptr;
   qcclMomentumConfig_t c = QCCL_MOMENTUM_CONFIG_INIT;
-  if (config) c = *config;
+  if (config) {
+    if (config->structSize != sizeof(qcclMomentumConfig_t) && config->structSize != kConfigSizeV1)
+      return qcclInvalidArgument;
+    std::memcpy(&c, config, config->structSize);  // an older config keeps the defaults of the newer fields
+    c.structSize = sizeof(qcclMomentumConfig_t);
+  }
   if (!validConfig(c)) return qcclInvalidArgument;
   auto* m = new (std::nothrow) qcclMomentum;
   if (!m) return qcclSystemError;
@@ -78,8 +199,32 @@ qcclResult_t qcclMomentumAllreduce(qcclMomentum_t m, float* grad, const float* p
   if ((o.algo < 0 || o.algo == qcclAlgoAuto) && (o.codec == qcclCodecOneBit || o.codec == qcclCodecSignScale) &&
       nranks <= kMaxAllgatherRanks)
     o.algo = qcclAlgoAllgather;  // one quantization stage: see kMaxAllgatherRanks
-  qcclResult_t r = qcclAllreduce(u.data(), grad, count, qcclFloat32, qcclAvg, &o, comm, nullptr);
+  // The rotation (qccl_momentum.h): explicit, or auto, decided at the first call (-1 until then).
+  const bool oneBit = o.codec == qcclCodecOneBit || o.codec == qcclCodecSignScale;
+  int block = m->block;
+  if (c.rotation != QCCL_MOMENTUM_ROTATION_AUTO)
+    block = c.rotation;
+  else if (block < 0 && (!oneBit || count < static_cast<size_t>(kAutoRotationBlock)))
+    block = 0;
+  if (!validRotation(block)) return qcclInvalidArgument;  // a bad value restored through qcclMomentumGetRotation
+  qcclResult_t r;
+  if (block != 0 && count >= static_cast<size_t>(std::abs(block))) {
+    const int n = block < 0 ? kAutoRotationBlock : block;
+    if (m->signs.size() != static_cast<size_t>(n)) m->signs = rotationSigns(n);
+    std::vector<float> w(count);
+    rotate(u.data(), w.data(), count, m->signs);
+    if (block < 0) {
+      r = decideRotation(u, w, o.codec == qcclCodecOneBit, comm, &block);
+      if (r != qcclSuccess) return r;
+      if (block == 0) std::memcpy(w.data(), u.data(), count * sizeof(float));
+    }
+    r = qcclAllreduce(w.data(), grad, count, qcclFloat32, qcclAvg, &o, comm, nullptr);
+    if (r == qcclSuccess && block > 0) rotateBack(grad, count, m->signs);
+  } else {
+    r = qcclAllreduce(u.data(), grad, count, qcclFloat32, qcclAvg, &o, comm, nullptr);
+  }
   if (r != qcclSuccess) return r;
+  m->block = block;
   for (size_t i = 0; i < count; i++) {
     const float now = grad[i];
     if (c.nesterov) {
@@ -91,6 +236,15 @@ qcclResult_t qcclMomentumAllreduce(qcclMomentum_t m, float* grad, const float* p
   }
   m->velocity.swap(u);
   m->started = 1;
+  // Residual decay (qccl_momentum.h): forget part of what the codec dropped. A codec without
+  // residuals (none, the casts) has no state under this id, and the call does nothing.
+  if (c.residualDecay != 1.0f) return qcclTensorStateScale(comm, o.id, c.residualDecay, nullptr);
+  return qcclSuccess;
+}
+
+qcclResult_t qcclMomentumGetRotation(qcclMomentum_t m, int** block) {
+  if (!m || !block) return qcclInvalidArgument;
+  *block = &m->block;
   return qcclSuccess;
 }
 

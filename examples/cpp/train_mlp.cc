@@ -36,19 +36,26 @@ struct Args {
   bool check = false;
   std::string momentumMode = "dgc";   // dgc: qcclMomentumAllreduce; plain: allreduce the gradient, momentum after
   std::string schedule = "constant";  // constant, or cosine: lr * (1 + cos(pi * step / steps)) / 2
+  int rotation = QCCL_MOMENTUM_ROTATION_AUTO;  // qcclMomentumConfig_t.rotation
+  float residualDecay = 1.0f;                  // qcclMomentumConfig_t.residualDecay
 };
 
 const char* kUsage =
     "usage: qccl-train-mlp [--codec none|fp16|bf16|onebit|signscale|maxmin|dyn8|mpi] [--bits 0|2|4|8]\n"
     "                      [--algo default|auto|ring|sra|allgather] [--steps N] [--batch B] [--lr X]\n"
     "                      [--momentum X] [--momentum-mode dgc|plain] [--hidden H] [--seed S]\n"
-    "                      [--schedule constant|cosine] [--print-every K] [--check]\n"
+    "                      [--schedule constant|cosine] [--rotation B] [--residual-decay X]\n"
+    "                      [--print-every K] [--check]\n"
     "  --codec mpi   average with MPI_Allreduce instead of qccl (the uncompressed baseline)\n"
     "  --bits 0      the communicator's default (4 for maxmin)\n"
     "  --batch       samples per rank per step\n"
     "  --momentum-mode dgc (default): qcclMomentumAllreduce compresses each rank's velocity (momentum\n"
     "                correction); plain: compress the gradient and apply momentum afterwards\n"
     "  --schedule    constant (default): lr every step; cosine: lr decays to 0 along half a cosine\n"
+    "  --rotation B  the momentum-corrected allreduce rotates the velocity in blocks of B (a power of\n"
+    "                two, 32-65536) before the codec; 0 = never; default: 512 for onebit and signscale\n"
+    "  --residual-decay X  in (0, 1]: factor on its error-feedback residual after each exchange\n"
+    "                (default 1, plain error feedback)\n"
     "  --check       exit 1 unless the loss fell by a third and every rank ends with the same weights\n";
 
 struct Named {
@@ -131,6 +138,11 @@ std::string parseArgs(int argc, char** argv, Args* a) {
       ok = parseFloat(v, 1e-6f, 10.0f, &a->lr);
     } else if (k == "--momentum") {
       ok = parseFloat(v, 0.0f, 0.999f, &a->momentum);
+    } else if (k == "--rotation") {
+      ok = parseInt(v, 0, 65536, &a->rotation) &&
+           (a->rotation == 0 || (a->rotation >= 32 && (a->rotation & (a->rotation - 1)) == 0));
+    } else if (k == "--residual-decay") {
+      ok = parseFloat(v, 1e-3f, 1.0f, &a->residualDecay);
     } else {
       return "unknown option " + k;
     }
@@ -194,13 +206,17 @@ int train(const Args& a, int rank, int nranks) {
   std::vector<float> grad(model.params.size()), velocity(model.params.size(), 0.0f);
   std::mt19937_64 rng(a.seed * 1000003 + static_cast<uint64_t>(rank));  // a different shard per rank
   Batch batch(a.batch);
+  char dgcTag[96] = "";
+  if (comm && a.momentum > 0 && a.momentumMode == "dgc")
+    std::snprintf(dgcTag, sizeof dgcTag, " (momentum-corrected allreduce, rotation %s, residual decay %g)",
+                  a.rotation == QCCL_MOMENTUM_ROTATION_AUTO ? "auto" : std::to_string(a.rotation).c_str(),
+                  a.residualDecay);
   if (rank == 0)
     std::printf(
         "# qccl-train-mlp: %d ranks, codec %s%s, %zu parameters, batch %d per rank, lr %g (%s), momentum %g%s\n"
         "# step loss\n",
         nranks, a.codec.c_str(), a.bits ? (" " + std::to_string(a.bits) + "-bit").c_str() : "", model.params.size(),
-        a.batch, a.lr, a.schedule.c_str(), a.momentum,
-        comm && a.momentum > 0 && a.momentumMode == "dgc" ? " (momentum-corrected allreduce)" : "");
+        a.batch, a.lr, a.schedule.c_str(), a.momentum, dgcTag);
 
   // With momentum and a qccl codec, qcclMomentumAllreduce exchanges each rank's velocity and returns
   // the step direction of SGD with momentum (see qccl/qccl_momentum.h).
@@ -208,6 +224,8 @@ int train(const Args& a, int rank, int nranks) {
   if (comm && a.momentum > 0 && a.momentumMode == "dgc") {
     qcclMomentumConfig_t mc = QCCL_MOMENTUM_CONFIG_INIT;
     mc.momentum = a.momentum;
+    mc.rotation = a.rotation;
+    mc.residualDecay = a.residualDecay;
     if (qcclMomentumCreate(&mom, model.params.size(), &mc) != qcclSuccess) {
       std::fprintf(stderr, "rank %d: qcclMomentumCreate failed\n", rank);
       return 1;
@@ -228,6 +246,9 @@ int train(const Args& a, int rank, int nranks) {
       if (r != qcclSuccess)
         std::fprintf(stderr, "qcclMomentumAllreduce failed: %s: %s\n", qcclGetErrorString(r), qcclGetLastError(comm));
       ok = r == qcclSuccess;
+      int* block = nullptr;
+      if (ok && step == 0 && rank == 0 && qcclMomentumGetRotation(mom, &block) == qcclSuccess)
+        std::printf("# rotation in use: %s\n", *block ? (std::to_string(*block) + "-element blocks").c_str() : "none");
     } else {
       ok = averageGradient(grad, a, comm, nranks);
     }

@@ -29,6 +29,34 @@
  * 8 ranks uses qcclAlgoAllgather, one quantization stage instead of sra's two (measured in
  * examples/cpp/README.md); an explicit algo is respected.
  *
+ * Rotation: a 1-bit codec sends one sign per element and one scale per bucket, so the part of a
+ * bucket it delivers in one call is ||x||_1^2 / (n ||x||_2^2): 2/pi for Gaussian values, far less
+ * for a bucket in which a few elements dominate. The rest waits in the error-feedback residual, and
+ * the momentum iteration acts on a stale velocity. On the example's 2048-wide hidden layer that
+ * share was 0.27-0.30, the residual grew to 2-4x the local velocity, and the 1-bit runs broke
+ * into loss spikes after ~140 steps. With config->rotation = B the velocity is sent as H D u in
+ * blocks of B elements (H the Walsh-Hadamard matrix, D a fixed diagonal of random signs, the same on
+ * every rank) and the average is rotated back, (1/B) D H y: the rotation spreads a block's large
+ * elements over all of it, so the codec sees near-Gaussian buckets (Suresh et al., "Distributed
+ * Mean Estimation with Limited Communication", ICML 2017). The residuals are kept in the rotated
+ * domain, so a tensor's codec and rotation must stay the same from call to call (a checkpoint
+ * restores them with qcclMomentumGetRotation). Elements past the last whole block are sent as they are.
+ * The rotation does not always help: onebit sends a bucket's positive and negative elements at their
+ * own means, nearly exact for a bucket of similar values, and the rotation turns such a bucket into
+ * Gaussian values (a 1-bit quantizer then loses 1 - 2/pi of their energy). So the default,
+ * QCCL_MOMENTUM_ROTATION_AUTO, decides at the tensor's first call, where opts->codec names onebit or
+ * signscale: every rank computes what the codec would lose of its velocity in blocks of 512 with and
+ * without the rotation, one uncompressed allreduce sums both over the ranks, and the tensor is
+ * rotated from then on if the rotated loss is below 0.9 of the other.
+ * Cost: two transforms of log2(B) passes each, on data in cache (measured in examples/cpp/README.md).
+ *
+ * Residual decay: after each exchange the error-feedback residual of opts->id is multiplied by
+ * config->residualDecay (qcclTensorStateScale), so that what the codec dropped is carried into the
+ * next call only in part, as in ECQ-SGD (Wu et al., "Error Compensated Quantized SGD", ICML 2018).
+ * The sum of the exchanged velocities then no longer telescopes to the exact sum, and the forgotten
+ * part is mostly along the velocity: measured, it acts like a smaller step (examples/cpp/README.md).
+ * The default is 1, plain error feedback.
+ *
  * The local velocity differs across ranks by design; the returned direction is the same on every
  * rank, so replicas that start equal stay bit-identical. Host memory only (stream must be NULL);
  * float32 only. Invalid arguments return qcclInvalidArgument (the communicator's last-error text is
@@ -55,9 +83,19 @@ typedef struct {
   float dampening;   /**< in [0, 1); 0 with nesterov */
   float weightDecay; /**< >= 0, added to the gradient (L2, as SGD's weight_decay) */
   int nesterov;      /**< 0 or 1 */
+  /** Elements per block of the rotation (see "Rotation" above): a power of two from 32 to 65536, 0 =
+   *  none, QCCL_MOMENTUM_ROTATION_AUTO (the default) = 512 or none, decided at the first call where
+   *  opts->codec names onebit or signscale, none otherwise. */
+  int rotation;
+  /** In (0, 1]: the factor on the error-feedback residual after each exchange (see "Residual
+   *  decay" above); 1 (the default) = plain error feedback. */
+  float residualDecay;
 } qcclMomentumConfig_t;
+/** A config whose structSize ends before `rotation` (built against an older header) gets the
+ *  defaults of the fields it lacks. */
+#define QCCL_MOMENTUM_ROTATION_AUTO (-1)
 #define QCCL_MOMENTUM_CONFIG_INIT \
-  { sizeof(qcclMomentumConfig_t), 0.9f, 0.0f, 0.0f, 0 }
+  { sizeof(qcclMomentumConfig_t), 0.9f, 0.0f, 0.0f, 0, QCCL_MOMENTUM_ROTATION_AUTO, 1.0f }
 
 /** A momentum state for one tensor of `count` float32 elements. A NULL config means the defaults. */
 qcclResult_t qcclMomentumCreate(qcclMomentum_t* momentum, size_t count, const qcclMomentumConfig_t* config);
@@ -74,6 +112,10 @@ qcclResult_t qcclMomentumAllreduce(qcclMomentum_t momentum, float* grad, const f
  *  elements each, owned by the object, writable to restore a checkpoint), and whether the first
  *  call has happened (*started, writable too). Any output pointer may be NULL. */
 qcclResult_t qcclMomentumGetState(qcclMomentum_t momentum, float** localVelocity, float** buffer, int** started);
+/** The rotation in use (*block: elements per block, 0 = none, QCCL_MOMENTUM_ROTATION_AUTO until the
+ *  first call has decided), owned by the object and writable, to restore a checkpoint along with
+ *  qcclMomentumGetState and the tensor's qcclTensorStateSave record. */
+qcclResult_t qcclMomentumGetRotation(qcclMomentum_t momentum, int** block);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -3,6 +3,8 @@
 //    nesterov, dampening, weight decay) on the averaged gradient does, computed here on every rank
 //    from every rank's gradient (the gradients are a known function of rank, step and parameters);
 //  - onebit: a noisy quadratic per rank converges to the average minimizer, replicas bit-identical;
+//  - the rotation: exact with codec none, and closer to the exact average with onebit where a few
+//    elements dominate their buckets; residualDecay scales the residual the call leaves;
 //  - bad arguments are refused.
 // Exit status 0 when every check passed on every rank.
 #define OMPI_SKIP_MPICXX 1
@@ -11,8 +13,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "qccl/qccl_mpi.h"
@@ -123,6 +127,146 @@ void checkOnebitConverges(qcclComm_t comm) {
   float *u = nullptr, *b = nullptr;
   int* started = nullptr;
   EXPECT(qcclMomentumGetState(m, &u, &b, &started) == qcclSuccess && u && b && started && *started == 1, "state");
+  int* block = nullptr;
+  // The first velocity is dominated by p - target, smooth and of one sign per bucket: not rotated.
+  EXPECT(qcclMomentumGetRotation(m, &block) == qcclSuccess && block && *block == 0, "auto rotation chose %d",
+         block ? *block : -2);
+  qcclMomentumDestroy(m);
+}
+
+// Rotation: codec none with an explicit block still steps like SGD on the exact average (rotating and
+// rotating back is exact up to float rounding; 5000 elements leave a tail outside the blocks). On
+// buckets in which a few elements dominate, onebit's average of one call is closer to the exact one
+// with the rotation than without, and auto chooses it; on smooth, same-signed buckets it is the other
+// way round, and auto does not rotate.
+double oneCallError(qcclComm_t comm, int rotation, bool heavy, uint64_t id, int* chosen) {
+  qcclMomentumConfig_t c = QCCL_MOMENTUM_CONFIG_INIT;
+  c.rotation = rotation;
+  qcclMomentum_t m = nullptr;
+  EXPECT(qcclMomentumCreate(&m, kCount, &c) == qcclSuccess, "create, rotation %d", rotation);
+  // Every rank sends a multiple of one pattern, so the average is that pattern times a known factor.
+  auto value = [heavy](int rank, size_t i) {
+    const float scale = 1.0f + 0.1f * static_cast<float>(rank);
+    if (heavy) {  // zero-mean buckets, one element in 32 thirty times larger than the rest
+      const float v = std::sin(0.7f * static_cast<float>(i));
+      return scale * (i % 32 == 5 ? 30.0f * v : v);
+    }
+    return scale * (1.0f + 0.2f * std::sin(0.001f * static_cast<float>(i)));  // smooth, positive
+  };
+  std::vector<float> g(kCount), p(kCount, 0.0f);
+  for (size_t i = 0; i < kCount; i++) g[i] = value(gRank, i);
+  qcclTensorOpts_t opts = QCCL_TENSOR_OPTS_INIT;
+  opts.id = id;
+  opts.codec = qcclCodecOneBit;
+  EXPECT(qcclMomentumAllreduce(m, g.data(), p.data(), kCount, qcclFloat32, &opts, comm, nullptr) == qcclSuccess,
+         "rotation %d: %s", rotation, qcclGetLastError(comm));
+  double num = 0, den = 0;
+  for (size_t i = 0; i < kCount; i++) {
+    double exact = 0;
+    for (int r = 0; r < gSize; r++) exact += value(r, i);
+    exact /= gSize;
+    num += (g[i] - exact) * (g[i] - exact);
+    den += exact * exact;
+  }
+  EXPECT(sameOnAllRanks(g), "rotation %d: the average differs across ranks", rotation);
+  int* block = nullptr;
+  EXPECT(qcclMomentumGetRotation(m, &block) == qcclSuccess && block != nullptr, "qcclMomentumGetRotation");
+  *chosen = block ? *block : -2;
+  qcclTensorRelease(comm, opts.id);
+  qcclMomentumDestroy(m);
+  return std::sqrt(num / den);
+}
+
+void checkRotation(qcclComm_t comm) {
+  qcclMomentumConfig_t c = QCCL_MOMENTUM_CONFIG_INIT;
+  c.rotation = 64;
+  checkExact(comm, c, "codec none, rotation 64");
+  for (bool heavy : {true, false}) {
+    int chosen[3] = {0, 0, 0};
+    const double plain = oneCallError(comm, 0, heavy, 30, &chosen[0]);
+    const double rotated = oneCallError(comm, 512, heavy, 31, &chosen[1]);
+    const double automatic = oneCallError(comm, QCCL_MOMENTUM_ROTATION_AUTO, heavy, 32, &chosen[2]);
+    if (gRank == 0)
+      std::printf("onebit, %s buckets: relative error %.3f without rotation, %.3f with, %.3f auto (block %d)\n",
+                  heavy ? "heavy-tailed" : "smooth", plain, rotated, automatic, chosen[2]);
+    EXPECT(chosen[0] == 0 && chosen[1] == 512, "explicit rotations reported as %d and %d", chosen[0], chosen[1]);
+    if (heavy) {
+      EXPECT(rotated < 0.8 * plain, "heavy-tailed: relative error %g with the rotation, %g without", rotated, plain);
+      EXPECT(chosen[2] == 512 && automatic == rotated, "heavy-tailed: auto chose %d", chosen[2]);
+    } else {
+      EXPECT(plain < 0.8 * rotated, "smooth: relative error %g without the rotation, %g with", plain, rotated);
+      EXPECT(chosen[2] == 0 && automatic == plain, "smooth: auto chose %d", chosen[2]);
+    }
+  }
+  // A value restored through qcclMomentumGetRotation is checked at the next call.
+  qcclMomentum_t m = nullptr;
+  EXPECT(qcclMomentumCreate(&m, kCount, nullptr) == qcclSuccess, "create");
+  int* block = nullptr;
+  qcclMomentumGetRotation(m, &block);
+  *block = 7;
+  std::vector<float> g(kCount, 1.0f), p(kCount, 0.0f);
+  qcclTensorOpts_t opts = QCCL_TENSOR_OPTS_INIT;
+  opts.id = 33;
+  opts.codec = qcclCodecOneBit;
+  EXPECT(qcclMomentumAllreduce(m, g.data(), p.data(), kCount, qcclFloat32, &opts, comm, nullptr) == qcclInvalidArgument,
+         "a restored rotation of 7");
+  qcclMomentumDestroy(m);
+}
+
+// The residual of opts->id after a call is residualDecay times the residual plain error feedback
+// leaves (the direction of that call is the same), and a config of the size before the newer fields
+// is accepted.
+void checkResidualDecay(qcclComm_t comm) {
+  const float decays[] = {1.0f, 0.5f};
+  std::vector<std::vector<uint8_t>> records;
+  std::vector<std::vector<float>> dirs;
+  for (int k = 0; k < 2; k++) {
+    qcclMomentumConfig_t c = QCCL_MOMENTUM_CONFIG_INIT;
+    c.residualDecay = decays[k];
+    qcclMomentum_t m = nullptr;
+    EXPECT(qcclMomentumCreate(&m, kCount, &c) == qcclSuccess, "create, decay %g", decays[k]);
+    std::vector<float> p(kCount, 0.25f), g(kCount);
+    for (size_t i = 0; i < kCount; i++) g[i] = gradient(gRank, 0, i, p[i]);
+    qcclTensorOpts_t opts = QCCL_TENSOR_OPTS_INIT;
+    opts.id = 20 + static_cast<uint64_t>(k);
+    opts.codec = qcclCodecOneBit;
+    opts.algo = qcclAlgoAllgather;  // the worker's residual only
+    EXPECT(qcclMomentumAllreduce(m, g.data(), p.data(), kCount, qcclFloat32, &opts, comm, nullptr) == qcclSuccess,
+           "decay %g: %s", decays[k], qcclGetLastError(comm));
+    size_t bytes = 0;
+    EXPECT(qcclTensorStateSave(comm, opts.id, nullptr, &bytes) == qcclSuccess && bytes > kCount * sizeof(float),
+           "decay %g: state of %zu bytes", decays[k], bytes);
+    std::vector<uint8_t> rec(bytes);
+    EXPECT(qcclTensorStateSave(comm, opts.id, rec.data(), &bytes) == qcclSuccess, "save");
+    records.push_back(rec);
+    dirs.push_back(g);
+    qcclTensorRelease(comm, opts.id);
+    qcclMomentumDestroy(m);
+  }
+  EXPECT(dirs[0] == dirs[1], "the first call's direction depends on the decay");
+  if (records[0].size() == records[1].size() && records[0].size() > kCount * sizeof(float)) {
+    const size_t head = records[0].size() - kCount * sizeof(float);
+    EXPECT(std::memcmp(records[0].data(), records[1].data(), head) == 0, "record headers differ");
+    std::vector<float> plain(kCount), decayed(kCount);
+    std::memcpy(plain.data(), records[0].data() + head, kCount * sizeof(float));
+    std::memcpy(decayed.data(), records[1].data() + head, kCount * sizeof(float));
+    size_t wrong = 0, nonzero = 0;
+    for (size_t i = 0; i < kCount; i++) {
+      wrong += decayed[i] != 0.5f * plain[i];
+      nonzero += plain[i] != 0.0f;
+    }
+    EXPECT(wrong == 0, "%zu of %zu residuals are not half the plain ones", wrong, kCount);
+    EXPECT(nonzero > kCount / 2, "onebit left only %zu nonzero residuals", nonzero);
+  } else {
+    EXPECT(false, "records of %zu and %zu bytes", records[0].size(), records[1].size());
+  }
+  // A config built against the header before rotation and residualDecay: accepted, with their defaults.
+  qcclMomentumConfig_t old = QCCL_MOMENTUM_CONFIG_INIT;
+  old.structSize = offsetof(qcclMomentumConfig_t, rotation);
+  old.rotation = 48;  // beyond its structSize: never read
+  old.residualDecay = -7.0f;
+  qcclMomentum_t m = nullptr;
+  EXPECT(qcclMomentumCreate(&m, 10, &old) == qcclSuccess && m != nullptr, "a config of the older size");
   qcclMomentumDestroy(m);
 }
 
@@ -135,6 +279,19 @@ void checkBadArguments(qcclComm_t comm) {
   c.nesterov = 1;
   c.dampening = 0.1f;
   EXPECT(qcclMomentumCreate(&m, 10, &c) == qcclInvalidArgument, "nesterov with dampening");
+  for (float d : {0.0f, -0.5f, 1.5f, std::nanf("")}) {
+    c = QCCL_MOMENTUM_CONFIG_INIT;
+    c.residualDecay = d;
+    EXPECT(qcclMomentumCreate(&m, 10, &c) == qcclInvalidArgument && m == nullptr, "residual decay %g", d);
+  }
+  for (int r : {-2, 1, 16, 48, 131072}) {
+    c = QCCL_MOMENTUM_CONFIG_INIT;
+    c.rotation = r;
+    EXPECT(qcclMomentumCreate(&m, 10, &c) == qcclInvalidArgument && m == nullptr, "rotation %d", r);
+  }
+  c = QCCL_MOMENTUM_CONFIG_INIT;
+  c.structSize = sizeof(c) + 8;
+  EXPECT(qcclMomentumCreate(&m, 10, &c) == qcclInvalidArgument && m == nullptr, "unknown structSize");
   EXPECT(qcclMomentumCreate(&m, 10, nullptr) == qcclSuccess, "defaults");
   std::vector<float> g(10), p(10);
   qcclTensorOpts_t opts = QCCL_TENSOR_OPTS_INIT;  // id 0
@@ -172,6 +329,8 @@ int main(int argc, char** argv) {
   checkExact(comm, nesterov, "nesterov + weight decay");
   checkExact(comm, damp, "dampening + weight decay");
   checkOnebitConverges(comm);
+  checkRotation(comm);
+  checkResidualDecay(comm);
   checkBadArguments(comm);
   qcclCommDestroy(comm);
   int failures = gFailures;
