@@ -13,6 +13,8 @@ struct qcclMomentum {
   qcclMomentumConfig_t config;
   std::vector<float> velocity;  // this rank's local velocity u
   std::vector<float> buffer;    // the averaged velocity B of the last call
+  std::vector<float> next;      // the new velocity of a call, until it succeeds (then swapped in)
+  std::vector<float> rotated;   // the rotated velocity, when the tensor is rotated
   std::vector<float> signs;     // the rotation's diagonal D, one block, built on first use
   int block = -1;               // the rotation in use: -1 until the first call decides, 0 none
   int started = 0;
@@ -57,28 +59,60 @@ std::vector<float> rotationSigns(int n) {
   return d;
 }
 
-// In place, the unnormalized Walsh-Hadamard transform of n floats (n a power of two, >= 8): H H = n I.
-// The first three stages as one 8-point butterfly per group of 8, then one stage per pass with an
-// inner loop over contiguous halves, which the compiler vectorizes.
-void walshHadamard(float* a, size_t n) {
+// Four floats in SSE registers (GCC and Clang vector extensions; no ISA beyond the baseline).
+// Loads and stores go through memcpy, so no alignment is assumed.
+typedef float F4 __attribute__((vector_size(16)));
+typedef int I4 __attribute__((vector_size(16)));
+#if defined(__clang__)
+#define QCCL_SHUFFLE4(v, a, b, c, d) __builtin_shufflevector(v, v, a, b, c, d)
+#else
+#define QCCL_SHUFFLE4(v, a, b, c, d) __builtin_shuffle(v, (I4){a, b, c, d})
+#endif
+
+inline F4 load4(const float* p) {
+  F4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store4(float* p, F4 v) { std::memcpy(p, &v, sizeof v); }
+
+// In place, the unnormalized Walsh-Hadamard transform of n floats (n a power of two, >= 8), H H = n I,
+// stage by stage (h = 1, 2, 4, ...), each butterfly (x, y) -> (x + y, x - y). The input is read from
+// `src` (a itself when NULL); `pre`, when given, multiplies it element-wise first (the diagonal D).
+// The first three stages run in registers,
+// eight elements at a time: x - y is computed as x + (-1 * y), which IEEE makes the same bits.
+void walshHadamard(float* a, size_t n, const float* src, const float* pre) {
+  if (!src) src = a;
+  const F4 alt = {1.0f, -1.0f, 1.0f, -1.0f}, pairs = {1.0f, 1.0f, -1.0f, -1.0f};
   for (size_t i = 0; i < n; i += 8) {
-    float* x = a + i;
-    const float s0 = x[0] + x[1], d0 = x[0] - x[1], s1 = x[2] + x[3], d1 = x[2] - x[3];
-    const float s2 = x[4] + x[5], d2 = x[4] - x[5], s3 = x[6] + x[7], d3 = x[6] - x[7];
-    const float t0 = s0 + s1, t1 = d0 + d1, t2 = s0 - s1, t3 = d0 - d1;
-    const float t4 = s2 + s3, t5 = d2 + d3, t6 = s2 - s3, t7 = d2 - d3;
-    x[0] = t0 + t4, x[1] = t1 + t5, x[2] = t2 + t6, x[3] = t3 + t7;
-    x[4] = t0 - t4, x[5] = t1 - t5, x[6] = t2 - t6, x[7] = t3 - t7;
+    F4 v[2];
+    for (int k = 0; k < 2; k++) {
+      F4 x = load4(src + i + 4 * k);
+      if (pre) x = x * load4(pre + i + 4 * k);
+      x = QCCL_SHUFFLE4(x, 0, 0, 2, 2) + QCCL_SHUFFLE4(x, 1, 1, 3, 3) * alt;       // h = 1
+      v[k] = QCCL_SHUFFLE4(x, 0, 1, 0, 1) + QCCL_SHUFFLE4(x, 2, 3, 2, 3) * pairs;  // h = 2
+    }
+    store4(a + i, v[0] + v[1]);  // h = 4
+    store4(a + i + 4, v[0] - v[1]);
   }
-  for (size_t h = 8; h < n; h <<= 1)
-    for (size_t i = 0; i < n; i += 2 * h) {
-      float* lo = a + i;
-      float* hi = a + i + h;
-      for (size_t j = 0; j < h; j++) {
-        const float x = lo[j], y = hi[j];
-        lo[j] = x + y;
-        hi[j] = x - y;
+  // Then two stages per pass (h and 2h): each group of four elements j, j + h, j + 2h, j + 3h takes
+  // the same butterflies in the same order as two passes would, with half the loads and stores.
+  size_t h = 8;
+  for (; 4 * h <= n; h *= 4)
+    for (size_t i = 0; i < n; i += 4 * h)
+      for (size_t j = i; j < i + h; j += 4) {
+        const F4 x0 = load4(a + j), x1 = load4(a + j + h), x2 = load4(a + j + 2 * h), x3 = load4(a + j + 3 * h);
+        const F4 s0 = x0 + x1, d0 = x0 - x1, s1 = x2 + x3, d1 = x2 - x3;
+        store4(a + j, s0 + s1);
+        store4(a + j + h, d0 + d1);
+        store4(a + j + 2 * h, s0 - s1);
+        store4(a + j + 3 * h, d0 - d1);
       }
+  if (h < n)  // an odd number of stages left: the last one alone
+    for (size_t j = 0; j < h; j += 4) {
+      const F4 x = load4(a + j), y = load4(a + j + h);
+      store4(a + j, x + y);
+      store4(a + j + h, x - y);
     }
 }
 
@@ -86,8 +120,7 @@ void walshHadamard(float* a, size_t n) {
 void rotate(const float* in, float* out, size_t count, const std::vector<float>& d) {
   const size_t n = d.size(), whole = count - count % n;
   for (size_t b = 0; b < whole; b += n) {
-    for (size_t i = 0; i < n; i++) out[b + i] = d[i] * in[b + i];
-    walshHadamard(out + b, n);
+    walshHadamard(out + b, n, in + b, d.data());
   }
   if (whole < count) std::memcpy(out + whole, in + whole, (count - whole) * sizeof(float));
 }
@@ -95,10 +128,10 @@ void rotate(const float* in, float* out, size_t count, const std::vector<float>&
 // In place, the inverse: x = (1/n) D H x (1/n a power of two, exact).
 void rotateBack(float* x, size_t count, const std::vector<float>& d) {
   const size_t n = d.size(), whole = count - count % n;
-  const float inv = 1.0f / static_cast<float>(n);
+  const F4 inv = F4{} + 1.0f / static_cast<float>(n);
   for (size_t b = 0; b < whole; b += n) {
-    walshHadamard(x + b, n);
-    for (size_t i = 0; i < n; i++) x[b + i] *= d[i] * inv;
+    walshHadamard(x + b, n, nullptr, nullptr);
+    for (size_t i = 0; i < n; i += 4) store4(x + b + i, load4(x + b + i) * (load4(d.data() + i) * inv));
   }
 }
 
@@ -187,7 +220,14 @@ qcclResult_t qcclMomentumAllreduce(qcclMomentum_t m, float* grad, const float* p
   const qcclMomentumConfig_t& c = m->config;
   const float keep = 1.0f - c.dampening;
   // The new local velocity goes to a copy first, so a failed allreduce leaves the state untouched.
-  std::vector<float> u(count);
+  // Its storage, and the rotated copy's, persist across calls: allocating them per call cost more
+  // in page faults than the rotation itself on 25.6M elements.
+  std::vector<float>& u = m->next;
+  try {
+    u.resize(count);
+  } catch (const std::bad_alloc&) {
+    return qcclSystemError;
+  }
   for (size_t i = 0; i < count; i++) {
     float d = c.weightDecay != 0.0f ? grad[i] + c.weightDecay * param[i] : grad[i];
     u[i] = m->started ? c.momentum * m->velocity[i] + keep * d : d;
@@ -211,7 +251,12 @@ qcclResult_t qcclMomentumAllreduce(qcclMomentum_t m, float* grad, const float* p
   if (block != 0 && count >= static_cast<size_t>(std::abs(block))) {
     const int n = block < 0 ? kAutoRotationBlock : block;
     if (m->signs.size() != static_cast<size_t>(n)) m->signs = rotationSigns(n);
-    std::vector<float> w(count);
+    std::vector<float>& w = m->rotated;
+    try {
+      w.resize(count);
+    } catch (const std::bad_alloc&) {
+      return qcclSystemError;
+    }
     rotate(u.data(), w.data(), count, m->signs);
     if (block < 0) {
       r = decideRotation(u, w, o.codec == qcclCodecOneBit, comm, &block);
