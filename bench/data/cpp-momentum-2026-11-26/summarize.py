@@ -13,7 +13,10 @@ out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "runs")
 pat = re.compile(r"^# loss ([0-9.naif]+) -> ([0-9.naif]+) .*test accuracy ([0-9.]+)%", re.M)
 runs = {}
 for f in sorted(glob.glob(os.path.join(out, "*.txt"))):
-    cfg, codec, mode, algo, seed = re.match(r"(\w+)-(\w+)-(\w+)-(\w+)-seed(\d+)\.txt", os.path.basename(f)).groups()
+    name = re.match(r"(\w+)-(\w+)-(\w+)-(\w+)-seed(\d+)\.txt", os.path.basename(f))
+    if not name:
+        continue  # not a training run (e.g. rotation_cost.txt in cpp-rotation-2026-11-27)
+    cfg, codec, mode, algo, seed = name.groups()
     text = open(f).read()
     m = pat.search(text)
     if not m:
