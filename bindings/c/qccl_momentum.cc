@@ -79,8 +79,8 @@ inline void store4(float* p, F4 v) { std::memcpy(p, &v, sizeof v); }
 // In place, the unnormalized Walsh-Hadamard transform of n floats (n a power of two, >= 8), H H = n I,
 // stage by stage (h = 1, 2, 4, ...), each butterfly (x, y) -> (x + y, x - y). The input is read from
 // `src` (a itself when NULL); `pre`, when given, multiplies it element-wise first (the diagonal D).
-// The first three stages run in registers,
-// eight elements at a time: x - y is computed as x + (-1 * y), which IEEE makes the same bits.
+// The first three stages run in registers, eight elements at a time: x - y is computed as
+// x + (-1 * y), which IEEE makes the same bits.
 void walshHadamard(float* a, size_t n, const float* src, const float* pre) {
   if (!src) src = a;
   const F4 alt = {1.0f, -1.0f, 1.0f, -1.0f}, pairs = {1.0f, 1.0f, -1.0f, -1.0f};
@@ -247,10 +247,10 @@ qcclResult_t qcclMomentumAllreduce(qcclMomentum_t m, float* grad, const float* p
   else if (block < 0 && (!oneBit || count < static_cast<size_t>(kAutoRotationBlock)))
     block = 0;
   if (!validRotation(block)) return qcclInvalidArgument;  // a bad value restored through qcclMomentumGetRotation
-  qcclResult_t r;
-  if (block != 0 && count >= static_cast<size_t>(std::abs(block))) {
-    const int n = block < 0 ? kAutoRotationBlock : block;
-    if (m->signs.size() != static_cast<size_t>(n)) m->signs = rotationSigns(n);
+  const size_t n = static_cast<size_t>(block < 0 ? kAutoRotationBlock : block);  // block < 0: auto, to decide
+  const float* send = u.data();
+  if (block != 0 && count >= n) {
+    if (m->signs.size() != n) m->signs = rotationSigns(static_cast<int>(n));
     std::vector<float>& w = m->rotated;
     try {
       w.resize(count);
@@ -259,16 +259,14 @@ qcclResult_t qcclMomentumAllreduce(qcclMomentum_t m, float* grad, const float* p
     }
     rotate(u.data(), w.data(), count, m->signs);
     if (block < 0) {
-      r = decideRotation(u, w, o.codec == qcclCodecOneBit, comm, &block);
+      const qcclResult_t r = decideRotation(u, w, o.codec == qcclCodecOneBit, comm, &block);
       if (r != qcclSuccess) return r;
-      if (block == 0) std::memcpy(w.data(), u.data(), count * sizeof(float));
     }
-    r = qcclAllreduce(w.data(), grad, count, qcclFloat32, qcclAvg, &o, comm, nullptr);
-    if (r == qcclSuccess && block > 0) rotateBack(grad, count, m->signs);
-  } else {
-    r = qcclAllreduce(u.data(), grad, count, qcclFloat32, qcclAvg, &o, comm, nullptr);
+    if (block > 0) send = w.data();
   }
+  const qcclResult_t r = qcclAllreduce(send, grad, count, qcclFloat32, qcclAvg, &o, comm, nullptr);
   if (r != qcclSuccess) return r;
+  if (block > 0 && count >= n) rotateBack(grad, count, m->signs);
   m->block = block;
   for (size_t i = 0; i < count; i++) {
     const float now = grad[i];
