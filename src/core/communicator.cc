@@ -668,7 +668,10 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
     // copy first. A call summed by the check (agree(), fuse.done) is complete already.
     const bool direct = dtype == DataType::kFloat32 && !space.isDevice();
     if (!fuse.done) {
-      float* h = direct ? work : space.hostView(work, count);
+      // The host copy of the input: of the converted scratch for 16-bit buffers, of `send` itself
+      // for fp32 device buffers (work is recv there, which holds the input only in place).
+      float* input = dtype == DataType::kFloat32 ? const_cast<float*>(static_cast<const float*>(send)) : work;
+      float* h = direct ? work : space.hostView(input, count);
       const float* in = direct ? static_cast<const float*>(send) : h;
       if (s.shm) {
         runShm(desc, in, h, count);

@@ -1,8 +1,12 @@
 // CUDA builds: the device memory space (see device_path.hpp for the device and stream discipline).
-// Compiled and linked in CI; it has not run on a GPU in this project's CI (no GPU there).
+// Compiled and linked in CI (no GPU there); run on an H100 once (cuda/README.md, "What ran on a GPU").
 #include "core/device_path.hpp"
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdint>
 
 #include <string>
 #include <utility>
@@ -269,14 +273,42 @@ class DeviceSpace final : public MemorySpace, private ChunkOps {
 
 }  // namespace
 
+// The driver's cuPointerGetAttributes, looked up in the libcuda.so.1 this process has already
+// loaded. A process that has not loaded the driver holds no device memory, so a pointer is host
+// memory without asking; one that has is asked through the driver, which creates no context (the
+// runtime's cudaPointerGetAttributes would create the primary context of device 0, about 500 MB of
+// GPU memory, in a process that only ever passes host buffers). The plural call answers a pointer
+// CUDA does not know with memory type 0 and success, so host buffers raise no API error (which
+// compute-sanitizer would report).
+namespace {
+using CuPointerGetAttributes = int (*)(unsigned numAttributes, int* attributes, void** data, unsigned long long ptr);
+constexpr int kCuPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+constexpr int kCuPointerAttributeIsManaged = 8;   // CU_POINTER_ATTRIBUTE_IS_MANAGED
+constexpr unsigned kCuMemoryTypeDevice = 2;       // CU_MEMORYTYPE_DEVICE
+
+CuPointerGetAttributes loadedDriverQuery() {
+  static std::atomic<CuPointerGetAttributes> fn{nullptr};
+  CuPointerGetAttributes f = fn.load(std::memory_order_acquire);
+  if (f != nullptr) return f;
+  void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (lib == nullptr) return nullptr;  // not loaded yet: ask again at the next call
+  f = reinterpret_cast<CuPointerGetAttributes>(dlsym(lib, "cuPointerGetAttributes"));
+  dlclose(lib);  // drops only the reference NOLOAD took; the library stays loaded
+  if (f != nullptr) fn.store(f, std::memory_order_release);
+  return f;
+}
+}  // namespace
+
 bool isDevicePointer(const void* p) {
-  if (p == nullptr || !cuda::deviceAvailable()) return false;
-  cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
-    cudaGetLastError();  // a plain host pointer must not leave a sticky error behind
-    return false;
-  }
-  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+  if (p == nullptr) return false;
+  CuPointerGetAttributes query = loadedDriverQuery();
+  if (query == nullptr) return false;
+  unsigned memoryType = 0;
+  unsigned managed = 0;  // CUDA writes a bool-sized value; the rest stays zero
+  int attributes[2] = {kCuPointerAttributeMemoryType, kCuPointerAttributeIsManaged};
+  void* data[2] = {&memoryType, &managed};
+  if (query(2, attributes, data, static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p))) != 0) return false;
+  return memoryType == kCuMemoryTypeDevice || managed != 0;
 }
 
 void* pinnedAlloc(size_t bytes) {

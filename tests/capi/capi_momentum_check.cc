@@ -7,10 +7,6 @@
 //    elements dominate their buckets; residualDecay scales the residual the call leaves;
 //  - bad arguments are refused.
 // Exit status 0 when every check passed on every rank.
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -19,23 +15,9 @@
 #include <cstring>
 #include <vector>
 
-#include "qccl/qccl_mpi.h"
+#include "mpi_check.hpp"
 
 namespace {
-
-int gRank = 0;
-int gSize = 1;
-int gFailures = 0;
-
-#define EXPECT(cond, ...)                                                                            \
-  do {                                                                                               \
-    if (!(cond)) {                                                                                   \
-      std::fprintf(stderr, "[rank %d] %s:%d: check failed: %s: ", gRank, __FILE__, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                                             \
-      std::fprintf(stderr, "\n");                                                                    \
-      ++gFailures;                                                                                   \
-    }                                                                                                \
-  } while (0)
 
 constexpr size_t kCount = 5000;
 
@@ -45,19 +27,7 @@ float gradient(int rank, int step, size_t i, float p) {
   return (p - target) + 0.3f * std::cos(0.37f * static_cast<float>(step) + 0.01f * static_cast<float>(i) + rank);
 }
 
-uint64_t fnv1a(const std::vector<float>& v) {
-  uint64_t h = 1469598103934665603ull;
-  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
-  for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-bool sameOnAllRanks(const std::vector<float>& v) {
-  uint64_t h = fnv1a(v), lo = 0, hi = 0;
-  MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-  return lo == hi;
-}
+bool sameOnAllRanks(const std::vector<float>& v) { return ::sameOnAllRanks(v.data(), v.size() * sizeof(float)); }
 
 // torch.optim.SGD on the exactly averaged gradient (in double), for comparison.
 void referenceStep(const qcclMomentumConfig_t& c, int step, std::vector<double>& p, std::vector<double>& buf,

@@ -30,10 +30,6 @@
 //                         qcclCommAbort ends it with qcclCommFailed, and the peers hear of it
 // Exit status 0 when every check passed on every rank.
 // Only the C bindings of MPI (the C++ ones warn under -Wextra).
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
-
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -45,63 +41,22 @@
 #include <thread>
 #include <vector>
 
+#include "mpi_check.hpp"
 #include "qccl/codec.hpp"
-#include "qccl/qccl_mpi.h"
 
 namespace {
 
-int gRank = 0;
-int gSize = 1;
-int gFailures = 0;
 bool gShm = true;                // --shm
 std::string gTransport = "mpi";  // --transport
 
-#define EXPECT(cond, ...)                                                                            \
-  do {                                                                                               \
-    if (!(cond)) {                                                                                   \
-      std::fprintf(stderr, "[rank %d] %s:%d: check failed: %s: ", gRank, __FILE__, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                                             \
-      std::fprintf(stderr, "\n");                                                                    \
-      ++gFailures;                                                                                   \
-    }                                                                                                \
-  } while (0)
-
 float exactInput(int rank, size_t i) { return static_cast<float>(static_cast<int>(i % 977) * 5 - 2000 + rank); }
 float smoothInput(int rank, size_t i) { return std::cos(0.0007f * static_cast<float>(i) * (rank + 1)) + 0.01f * rank; }
-
-uint64_t fnv1a(const void* data, size_t bytes) {
-  uint64_t h = 1469598103934665603ull;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-// True when every rank holds the same bytes (min and max of the hash agree).
-bool sameOnAllRanks(const void* data, size_t bytes) {
-  uint64_t h = fnv1a(data, bytes), lo = 0, hi = 0;
-  MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-  return lo == hi;
-}
 
 qcclComm_t makeComm(const std::string& transport, double timeoutSec) {
   qcclConfig_t cfg;
   if (qcclConfigInit(&cfg) != qcclSuccess) return nullptr;
   cfg.timeoutSec = timeoutSec;
-  qcclComm_t comm = nullptr;
-  qcclResult_t r;
-  if (transport == "ucx") {
-    qcclUniqueId id;
-    std::memset(&id, 0, sizeof(id));
-    if (gRank == 0 && qcclGetUniqueId(&id) != qcclSuccess)
-      std::fprintf(stderr, "qcclGetUniqueId: %s\n", qcclGetLastError(nullptr));
-    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
-    r = qcclCommInitRank(&comm, gSize, id, gRank, &cfg);
-  } else {
-    r = qcclCommInitMpi(&comm, MPI_COMM_WORLD, &cfg);
-  }
-  if (r != qcclSuccess) std::fprintf(stderr, "[rank %d] init: %s\n", gRank, qcclGetLastError(nullptr));
-  return comm;
+  return makeComm(transport, cfg);
 }
 
 void checkExactAllreduce(qcclComm_t comm, size_t count, int algo) {
