@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/codec_rows.hpp"
 #include "qccl/codec.hpp"
 #include "qccl/error.hpp"
 
@@ -25,23 +26,12 @@ struct BenchOptions {
   int warmup = 2;
   uint32_t bucket = 512;
   bool json = false;
+  bool device = false;
   std::string only;  // run only rows whose label starts with this
 };
 
-struct Row {
-  const char* label;
-  qccl::CodecId codec;
-  int bits;
-  bool stochastic;
-};
-
-const Row kRows[] = {
-    {"fp32", qccl::CodecId::kFp32, 0, false},           {"fp16", qccl::CodecId::kFp16, 0, false},
-    {"bf16", qccl::CodecId::kBf16, 0, false},           {"onebit", qccl::CodecId::kOneBit, 0, false},
-    {"signscale", qccl::CodecId::kSignScale, 0, false}, {"maxmin2", qccl::CodecId::kMaxMin, 2, false},
-    {"maxmin4", qccl::CodecId::kMaxMin, 4, false},      {"maxmin8", qccl::CodecId::kMaxMin, 8, false},
-    {"maxmin4sr", qccl::CodecId::kMaxMin, 4, true},     {"dyn8", qccl::CodecId::kDyn8, 0, false},
-};
+using Row = qccl::bench::CodecRow;
+const auto& kRows = qccl::bench::kCodecRows;
 
 int usage() {
   std::fprintf(stderr,
@@ -53,6 +43,8 @@ int usage() {
                "  --codec L   only rows whose label starts with L (fp32 fp16 bf16 onebit signscale\n"
                "              maxmin2 maxmin4 maxmin8 maxmin4sr dyn8)\n"
                "  --json      one JSON object per row\n"
+               "  --device    the CUDA kernels on GPU 0 (CUDA builds): encode and decodeAdd against a\n"
+               "              device-to-device cudaMemcpy, every row's bytes checked against the CPU codec\n"
                "QCCL_CPU_ISA=scalar|avx2|avx512 caps the vector ISA.\n");
   return 2;
 }
@@ -85,6 +77,8 @@ bool parseArgs(int argc, char** argv, BenchOptions* o) {
     bool hasNext = i + 1 < argc;
     if (a == "--json") {
       o->json = true;
+    } else if (a == "--device") {
+      o->device = true;
     } else if (a == "-b" && hasNext) {
       o->bytes = parseSize(argv[++i]);
     } else if (a == "-n" && hasNext) {
@@ -174,6 +168,14 @@ Result measure(const qccl::CodecConfig& cfg, const BenchOptions& o, const std::v
 int runCodecBench(int argc, char** argv) {
   BenchOptions o;
   if (!parseArgs(argc, argv, &o)) return usage();
+  if (o.device) {
+#if QCCL_BENCH_DEVICE
+    return qccl::bench::runDeviceCodecBench(o.bytes, o.iters, o.warmup, o.bucket, o.only.c_str(), o.json);
+#else
+    std::fprintf(stderr, "qccl-bench codec --device: this build has no CUDA (configure with QCCL_CUDA=ON)\n");
+    return 2;
+#endif
+  }
   const size_t n = o.bytes / 4;
   std::vector<float> g(n), r(n, 0.0f), acc(n, 0.0f), copy(n);
   fillGaussian(&g, 1);
