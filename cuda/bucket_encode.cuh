@@ -2,9 +2,12 @@
 // operation (the CPU scalar kernels are the oracle); every bit-deciding step calls codec_math.hpp.
 //
 // Two passes over the bucket: pass 1 loads v = in + residual and reduces the statistics; pass 2
-// reloads v (the same loads give the same v; for buckets of a few KiB the second read hits L1/L2),
-// quantizes, writes the residual and packs the words. No element state is kept across passes, so
-// register use does not grow with the bucket size.
+// quantizes, writes the residual and packs the words. Buckets of up to kCachedRows rows (512
+// elements, the default bucket) keep their v in registers between the passes (16 floats per
+// lane), so every input and residual byte is read once. Larger buckets reload v in pass 2 (the
+// same loads give the same v), so register use does not grow with the bucket size; that reload
+// is a second read of the bucket from L2 or memory. On an H100 the reloading path moved 0.66 of
+// cudaMemcpy's bandwidth at 1 GiB for onebit and maxmin 4-bit (bench/RESULTS.md).
 #pragma once
 
 #include "cuda/bucket_common.cuh"
@@ -20,18 +23,19 @@ struct Stats {
   bool bad = false;  // non-finite bucket
 };
 
-/// Pass 1: statistics of bucket [start, start + m).
-template <CodecId C, class W>
-QCCL_HD Stats bucketStats(const W& w, const EncodeArgs& a, uint64_t start, uint32_t m) {
-  const uint32_t lane = w.lane();
+/// Rows of a bucket whose v stays in registers between the passes (kCachedRows * kRow elements).
+constexpr uint32_t kCachedRows = 4;
+
+/// Pass 1's per-lane accumulators: rows are added in increasing order, one lane's four elements
+/// at a time, exactly as bucketStats always has.
+template <CodecId C>
+struct StatsAcc {
   float acc0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  float lo = math::bitsFloat(0x7f800000u), hi = C == CodecId::kDyn8 ? 0.0f : -lo;
+  float lo = math::bitsFloat(0x7f800000u), hi = C == CodecId::kDyn8 ? 0.0f : -math::bitsFloat(0x7f800000u);
   uint32_t cntPos = 0;
   bool finite = true;
-  for (uint32_t r0 = 0; r0 < m; r0 += kRow) {
-    const uint32_t e0 = r0 + 4u * lane, cnt = laneCount(m, e0);
-    float v[4];
-    loadV(a, start + e0, cnt, v);
+
+  QCCL_HD void add(const float v[4], uint32_t cnt) {
     QCCL_UNROLL
     for (uint32_t k = 0; k < 4; ++k) {
       if (k >= cnt) continue;
@@ -53,18 +57,24 @@ QCCL_HD Stats bucketStats(const W& w, const EncodeArgs& a, uint64_t start, uint3
       }
     }
   }
+};
+
+/// The warp-wide statistics of m elements from the lanes' accumulators.
+template <CodecId C, class W>
+QCCL_HD Stats finishStats(const W& w, StatsAcc<C>& s, uint32_t m) {
   Stats st;
-  st.bad = w.any(!finite);
+  st.bad = w.any(!s.finite);
   if constexpr (C == CodecId::kOneBit) {
-    const float sp = canonicalSum(w, acc0), sn = canonicalSum(w, acc1);
-    const uint32_t np = warpSumU32(w, cntPos), nn = m - np;
+    const float sp = canonicalSum(w, s.acc0), sn = canonicalSum(w, s.acc1);
+    const uint32_t np = warpSumU32(w, s.cntPos), nn = m - np;
     st.s0 = np ? sp / (float)np : 0.0f;
     st.s1 = nn ? sn / (float)nn : 0.0f;
     st.bad = st.bad || !math::isFinite(st.s0) || !math::isFinite(st.s1);
   } else if constexpr (C == CodecId::kSignScale) {
-    st.s0 = canonicalSum(w, acc0) / (float)m;
+    st.s0 = canonicalSum(w, s.acc0) / (float)m;
     st.bad = st.bad || !math::isFinite(st.s0);
   } else if constexpr (C == CodecId::kMaxMin) {
+    float lo = s.lo, hi = s.hi;
     QCCL_UNROLL
     for (int h = 16; h >= 1; h >>= 1) {
       lo = math::fmin2(lo, w.shflXor(lo, h));
@@ -74,11 +84,39 @@ QCCL_HD Stats bucketStats(const W& w, const EncodeArgs& a, uint64_t start, uint3
     st.s0 = w.shflIdx(lo, 0) + 0.0f;
     st.s1 = w.shflIdx(hi, 0) + 0.0f;
   } else {
+    float hi = s.hi;
     QCCL_UNROLL
     for (int h = 16; h >= 1; h >>= 1) hi = math::fmax2(hi, w.shflXor(hi, h));
     st.s0 = w.shflIdx(hi, 0);
   }
   return st;
+}
+
+/// Pass 1: statistics of bucket [start, start + m). With R > 0 (m <= R * kRow) the lane's v of
+/// row r is left in cache[r] for pass 2; with R == 0 nothing is kept.
+template <CodecId C, uint32_t R, class W>
+QCCL_HD Stats bucketStats(const W& w, const EncodeArgs& a, uint64_t start, uint32_t m, float (*cache)[4]) {
+  const uint32_t lane = w.lane();
+  StatsAcc<C> s;
+  if constexpr (R > 0) {
+    QCCL_UNROLL
+    for (uint32_t r = 0; r < R; ++r) {
+      const uint32_t r0 = r * kRow;
+      if (r0 >= m) break;
+      const uint32_t e0 = r0 + 4u * lane, cnt = laneCount(m, e0);
+      loadV(a, start + e0, cnt, cache[r]);
+      s.add(cache[r], cnt);
+    }
+  } else {
+    (void)cache;
+    for (uint32_t r0 = 0; r0 < m; r0 += kRow) {
+      const uint32_t e0 = r0 + 4u * lane, cnt = laneCount(m, e0);
+      float v[4];
+      loadV(a, start + e0, cnt, v);
+      s.add(v, cnt);
+    }
+  }
+  return finishStats<C>(w, s, m);
 }
 
 /// The canonical non-finite bucket: NaN statistics, zero words, residual +0.0f.
@@ -157,13 +195,30 @@ QCCL_HD void packRow(const W& w, const uint32_t q[4], uint8_t* rowWords, uint32_
   }
 }
 
-/// Encodes bucket `b` of the call. thr/mag: dyn8 tables (null for other codecs).
+/// Pass 2 for one row of v: quantize, residual, pack.
 template <CodecId C, int B, class W>
-QCCL_HD void encodeBucket(const W& w, const EncodeArgs& a, uint64_t b, const float* thr, const float* mag) {
+QCCL_HD void encodeRow(const W& w, const EncodeArgs& a, const Stats& st, const math::MaxMinParams& p, const float* thr,
+                       const float* mag, uint64_t g, uint32_t cnt, const float v[4], uint8_t* rowWords,
+                       uint32_t valid) {
+  float d[4];
+  uint32_t q[4];
+  quantize4<C, B>(a, st, p, thr, mag, g, cnt, v, q, d);
+  if (a.res) {
+    QCCL_UNROLL
+    for (int k = 0; k < 4; ++k) d[k] = v[k] - d[k];
+    store4(a.res, g, cnt, a.vec, d);
+  }
+  packRow<B>(w, q, rowWords, valid);
+}
+
+/// Encodes bucket `b` of the call, keeping v in registers when R > 0 (m <= R * kRow).
+template <CodecId C, int B, uint32_t R, class W>
+QCCL_HD void encodeBucketRows(const W& w, const EncodeArgs& a, uint64_t b, const float* thr, const float* mag) {
   const uint64_t start = b * a.bucket;
   const uint32_t m = (uint32_t)(a.n - start < a.bucket ? a.n - start : a.bucket);
   uint8_t* block = a.payload + b * a.blockBytes;
-  const Stats st = bucketStats<C>(w, a, start, m);
+  float cache[R > 0 ? R : 1][4];
+  const Stats st = bucketStats<C, R>(w, a, start, m, cache);
   if (st.bad) {
     encodeNonFinite<C, B>(w, a, start, m, block);
     return;
@@ -176,19 +231,32 @@ QCCL_HD void encodeBucket(const W& w, const EncodeArgs& a, uint64_t b, const flo
     if (meta == 8) storeFloat(block + 4, C == CodecId::kMaxMin ? p.mx : st.s1);
   }
   constexpr uint32_t kWordsPerRow = 4u * (uint32_t)B;
-  for (uint32_t r0 = 0, wr = 0; r0 < m; r0 += kRow, wr += kWordsPerRow) {
-    const uint32_t e0 = r0 + 4u * lane, cnt = laneCount(m, e0);
-    const uint64_t g = start + e0;
-    float v[4], d[4];
-    uint32_t q[4];
-    loadV(a, g, cnt, v);
-    quantize4<C, B>(a, st, p, thr, mag, g, cnt, v, q, d);
-    if (a.res) {
-      QCCL_UNROLL
-      for (int k = 0; k < 4; ++k) d[k] = v[k] - d[k];
-      store4(a.res, g, cnt, a.vec, d);
+  if constexpr (R > 0) {
+    QCCL_UNROLL
+    for (uint32_t r = 0; r < R; ++r) {
+      const uint32_t r0 = r * kRow, wr = r * kWordsPerRow;
+      if (r0 >= m) break;
+      const uint32_t e0 = r0 + 4u * lane;
+      encodeRow<C, B>(w, a, st, p, thr, mag, start + e0, laneCount(m, e0), cache[r], block + meta + 4u * wr,
+                      words - wr);
     }
-    packRow<B>(w, q, block + meta + 4u * wr, words - wr);
+  } else {
+    for (uint32_t r0 = 0, wr = 0; r0 < m; r0 += kRow, wr += kWordsPerRow) {
+      const uint32_t e0 = r0 + 4u * lane, cnt = laneCount(m, e0);
+      float v[4];
+      loadV(a, start + e0, cnt, v);
+      encodeRow<C, B>(w, a, st, p, thr, mag, start + e0, cnt, v, block + meta + 4u * wr, words - wr);
+    }
+  }
+}
+
+/// Encodes bucket `b` of the call. thr/mag: dyn8 tables (null for other codecs).
+template <CodecId C, int B, class W>
+QCCL_HD void encodeBucket(const W& w, const EncodeArgs& a, uint64_t b, const float* thr, const float* mag) {
+  if (a.bucket <= kCachedRows * kRow) {
+    encodeBucketRows<C, B, kCachedRows>(w, a, b, thr, mag);
+  } else {
+    encodeBucketRows<C, B, 0>(w, a, b, thr, mag);
   }
 }
 
