@@ -4,8 +4,10 @@
 # Python nor network namespaces: the CUDA codec and device-path tests run on the GPU there), and
 # compute-sanitizer's memcheck, racecheck and synccheck on the CUDA tests, the device mode of
 # qccl-bench codec, and (where the machine has an Open MPI of the same ABI, libmpi.so.40) the
-# mpirun tests of device buffers. Logs go to ./gpu-out (and $OUT/gpu-logs.tgz where OUT is set).
-# Usage: tests/gpu/check.sh [ctest|sanitize|bench|mpi]...  (default: all four)
+# mpirun tests of device buffers, and the Python hook's CUDA tests (the extension is compiled there,
+# against the machine's python3, torch and nanobind). Logs go to ./gpu-out (and
+# $OUT/gpu-logs.tgz where OUT is set).
+# Usage: tests/gpu/check.sh [ctest|sanitize|bench|mpi|python]...  (default: all five)
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 stage=${QCCL_STAGE:-$root/.dev}
@@ -17,7 +19,7 @@ export UCX_MODULE_DIR="$stage/lib/ucx"
 if [ ! -e /work/main/build ]; then
   mkdir -p /work/main 2>/dev/null && ln -s "$stage/build" /work/main/build
 fi
-steps=${*:-ctest sanitize bench mpi}
+steps=${*:-ctest sanitize bench mpi python}
 rc=0
 
 {
@@ -85,6 +87,30 @@ for s in $steps; do
         -R '^(capi_mpirun_(mpi|ucx)_device_np[24]|capi_mpirun_(mpi|ucx)_np[24]|collective_mpi_np[24]|transport_mpi_np2)$') \
         >"$out/ctest-mpi.log" 2>&1 || rc=1
       tail -25 "$out/ctest-mpi.log"
+      ;;
+    python)
+      # The extension for this machine's Python (nanobind from its site-packages), linked against
+      # the staged libqccl; then the hook tests, whose CUDA cases run here.
+      py=$(command -v python3)
+      pkg="$out/pypkg/qccl"
+      mkdir -p "$pkg" && cp "$root"/bindings/python/qccl/*.py "$pkg/"
+      nb=$("$py" -c 'import nanobind, os; print(os.path.dirname(nanobind.__file__))' 2>/dev/null)
+      pyinc=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+      ext=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+      if [ -z "$nb" ] || [ ! -f "$pyinc/Python.h" ]; then
+        echo "python: no nanobind or no Python.h for $py: hook tests not run"
+        continue
+      fi
+      if ! g++ -O2 -std=c++17 -fPIC -shared -fvisibility=hidden -DQCCL_HAVE_CUDA=1 -DQCCL_HAVE_MPI=1 -DQCCL_HAVE_UCX=1 -I"$nb/include" \
+        -I"$nb/ext/robin_map/include" -I"$pyinc" -I"$root/include" "$root/bindings/python/src/qccl_ext.cc" \
+        "$nb/src/nb_combined.cpp" -L"$stage/build" -l:libqccl.so.0 -Wl,-rpath,"$stage/build" \
+        -o "$pkg/_qccl$ext" >"$out/python-build.log" 2>&1; then
+        echo "python: the extension did not build"; tail -20 "$out/python-build.log"; rc=1
+        continue
+      fi
+      (cd "$root" && PYTHONPATH="$out/pypkg" timeout 300 "$py" -m pytest -q -p no:cacheprovider \
+        tests/python/test_hook_lifetime.py tests/python/test_single.py) >"$out/python.log" 2>&1 || rc=1
+      tail -15 "$out/python.log"
       ;;
   esac
 done

@@ -227,6 +227,44 @@ def test_cuda_bucket_completes_in_stream_order():
     comm.destroy()
 
 
+@pytest.mark.skipif(not torch.cuda.is_available() or not qccl._qccl.HAVE_CUDA,
+                    reason="needs a CUDA device and qccl built with CUDA")
+@pytest.mark.parametrize("codec", ["onebit", "maxmin", "none"])
+def test_cuda_buckets_give_the_cpu_buckets_bytes(codec):
+    # Two ranks on threads, three steps of two buckets each, once with CUDA buckets (residuals on
+    # the device) and once with CPU buckets: the reduced buckets agree bit for bit.
+    def run(device):
+        comms = qccl.loopback(2)
+        out = [None, None]
+
+        def rank(r):
+            state = qtorch.HookState(comms[r], codec=codec)
+            g = torch.Generator().manual_seed(100 + r)
+            params = [torch.nn.Parameter(torch.zeros(n, device=device)) for n in (70001, 4099)]
+            for _ in range(3):
+                buckets = [Bucket(i, [p], i == 1) for i, p in enumerate(params)]
+                for b in buckets:
+                    b._buf = torch.randn(b._buf.numel(), generator=g).to(device)
+                futs = [qtorch.allreduce_hook(state, b) for b in buckets]
+                res = [f.wait() for f in futs]
+            out[r] = [t.cpu() for t in res]
+            state.close()
+
+        threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for c in comms:
+            c.destroy()
+        return out
+
+    cuda, cpu = run("cuda"), run("cpu")
+    for r in range(2):
+        for got, want in zip(cuda[r], cpu[r]):
+            assert torch.equal(got.view(torch.int32), want.view(torch.int32)), f"rank {r}"
+
+
 @pytest.mark.parametrize("async_op", [True, False])
 def test_clip_grad_norm_holds_a_steps_buckets_until_its_last(async_op):
     # Each bucket is held (its future pending) until the step's last one comes; then all are scaled
