@@ -8,6 +8,8 @@
 // it within milliseconds and return), then takes the call lock, tells the peers and frees.
 #include "qccl/qccl.h"
 
+#include "capi_internal.hpp"
+
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -568,3 +570,19 @@ qcclResult_t qcclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 }
 
 }  // extern "C"
+
+namespace qccl {
+namespace capi {
+
+int resolvedCodec(qcclComm_t comm, int codec) {
+  if (comm == nullptr || !comm->core) return -1;
+  return codec == qcclCodecDefault ? static_cast<int>(comm->core->options().codec.codec) : codec;
+}
+
+int resolvedAlgo(qcclComm_t comm, int algo) {
+  if (comm == nullptr || !comm->core) return -1;
+  return algo < 0 ? static_cast<int>(comm->core->options().algo) : algo;
+}
+
+}  // namespace capi
+}  // namespace qccl

@@ -7,6 +7,7 @@
 #include <new>
 #include <vector>
 
+#include "capi_internal.hpp"
 #include "qccl/qccl.h"
 
 struct qcclMomentum {
@@ -236,11 +237,12 @@ qcclResult_t qcclMomentumAllreduce(qcclMomentum_t m, float* grad, const float* p
   qcclTensorOpts_t o = *opts;
   int nranks = 0;
   if (qcclCommCount(comm, &nranks) != qcclSuccess) return qcclInvalidArgument;
-  if ((o.algo < 0 || o.algo == qcclAlgoAuto) && (o.codec == qcclCodecOneBit || o.codec == qcclCodecSignScale) &&
-      nranks <= kMaxAllgatherRanks)
+  // The codec and algorithm the call uses: the tensor's, or the communicator's where it defers.
+  const int codec = qccl::capi::resolvedCodec(comm, o.codec);
+  const bool oneBit = codec == qcclCodecOneBit || codec == qcclCodecSignScale;
+  if (qccl::capi::resolvedAlgo(comm, o.algo) == qcclAlgoAuto && oneBit && nranks <= kMaxAllgatherRanks)
     o.algo = qcclAlgoAllgather;  // one quantization stage: see kMaxAllgatherRanks
   // The rotation (qccl_momentum.h): explicit, or auto, decided at the first call (-1 until then).
-  const bool oneBit = o.codec == qcclCodecOneBit || o.codec == qcclCodecSignScale;
   int block = m->block;
   if (c.rotation != QCCL_MOMENTUM_ROTATION_AUTO)
     block = c.rotation;
@@ -259,7 +261,7 @@ qcclResult_t qcclMomentumAllreduce(qcclMomentum_t m, float* grad, const float* p
     }
     rotate(u.data(), w.data(), count, m->signs);
     if (block < 0) {
-      const qcclResult_t r = decideRotation(u, w, o.codec == qcclCodecOneBit, comm, &block);
+      const qcclResult_t r = decideRotation(u, w, codec == qcclCodecOneBit, comm, &block);
       if (r != qcclSuccess) return r;
     }
     if (block > 0) send = w.data();

@@ -25,9 +25,11 @@
  *   }
  *   qcclMomentumDestroy(m);
  *
- * Algorithm: with opts->algo unset (-1 or qcclAlgoAuto), a 1-bit codec (onebit, signscale) on at most
- * 8 ranks uses qcclAlgoAllgather, one quantization stage instead of sra's two (measured in
- * examples/cpp/README.md); an explicit algo is respected.
+ * Algorithm: where the call's algorithm is auto (opts->algo qcclAlgoAuto, or -1 with the
+ * communicator's config at auto), a 1-bit codec (onebit, signscale) on at most 8 ranks uses
+ * qcclAlgoAllgather, one quantization stage instead of sra's two (measured in
+ * examples/cpp/README.md); an explicit algo is respected. The codec is opts->codec, or the
+ * communicator's config for qcclCodecDefault, here and for the rotation below.
  *
  * Rotation: a 1-bit codec sends one sign per element and one or two scales per bucket. With one
  * scale the part of a bucket it delivers in one call is ||x||_1^2 / (n ||x||_2^2): 2/pi for Gaussian
@@ -44,7 +46,7 @@
  * The rotation does not always help: onebit sends a bucket's positive and negative elements at their
  * own means, nearly exact for a bucket of similar values, and the rotation turns such a bucket into
  * Gaussian values (a 1-bit quantizer then loses 1 - 2/pi of their energy). So the default,
- * QCCL_MOMENTUM_ROTATION_AUTO, decides at the tensor's first call, where opts->codec names onebit or
+ * QCCL_MOMENTUM_ROTATION_AUTO, decides at the tensor's first call, where the codec is onebit or
  * signscale: every rank computes what the codec would lose of its velocity in blocks of 512 with and
  * without the rotation, one uncompressed allreduce sums both over the ranks, and the tensor is
  * rotated from then on if the rotated loss is below 0.9 of the other.
@@ -89,7 +91,8 @@ typedef struct {
   int nesterov;      /**< 0 or 1 */
   /** Elements per block of the rotation (see "Rotation" above): a power of two from 32 to 65536, 0 =
    *  none, QCCL_MOMENTUM_ROTATION_AUTO (the default) = 512 or none, decided at the first call where
-   *  opts->codec names onebit or signscale, none otherwise. */
+   *  the codec (opts->codec, or the config's for qcclCodecDefault) is onebit or signscale, none
+   *  otherwise. */
   int rotation;
   /** In (0, 1]: the factor on the error-feedback residual after each exchange (see "Residual
    *  decay" above); 1 (the default) = plain error feedback. */

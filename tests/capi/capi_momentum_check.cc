@@ -109,7 +109,8 @@ void checkOnebitConverges(qcclComm_t comm) {
 // buckets in which a few elements dominate, onebit's average of one call is closer to the exact one
 // with the rotation than without, and auto chooses it; on smooth, same-signed buckets it is the other
 // way round, and auto does not rotate.
-double oneCallError(qcclComm_t comm, int rotation, bool heavy, uint64_t id, int* chosen) {
+// codec: the tensor option; qcclCodecDefault with a communicator whose config names onebit.
+double oneCallError(qcclComm_t comm, int rotation, bool heavy, uint64_t id, int* chosen, int codec = qcclCodecOneBit) {
   qcclMomentumConfig_t c = QCCL_MOMENTUM_CONFIG_INIT;
   c.rotation = rotation;
   qcclMomentum_t m = nullptr;
@@ -127,7 +128,7 @@ double oneCallError(qcclComm_t comm, int rotation, bool heavy, uint64_t id, int*
   for (size_t i = 0; i < kCount; i++) g[i] = value(gRank, i);
   qcclTensorOpts_t opts = QCCL_TENSOR_OPTS_INIT;
   opts.id = id;
-  opts.codec = qcclCodecOneBit;
+  opts.codec = codec;
   EXPECT(qcclMomentumAllreduce(m, g.data(), p.data(), kCount, qcclFloat32, &opts, comm, nullptr) == qcclSuccess,
          "rotation %d: %s", rotation, qcclGetLastError(comm));
   double num = 0, den = 0;
@@ -147,7 +148,8 @@ double oneCallError(qcclComm_t comm, int rotation, bool heavy, uint64_t id, int*
   return std::sqrt(num / den);
 }
 
-void checkRotation(qcclComm_t comm) {
+// onebitComm: a communicator whose config names onebit, used with qcclCodecDefault.
+void checkRotation(qcclComm_t comm, qcclComm_t onebitComm) {
   qcclMomentumConfig_t c = QCCL_MOMENTUM_CONFIG_INIT;
   c.rotation = 64;
   checkExact(comm, c, "codec none, rotation 64");
@@ -167,6 +169,14 @@ void checkRotation(qcclComm_t comm) {
       EXPECT(plain < 0.8 * rotated, "smooth: relative error %g without the rotation, %g with", plain, rotated);
       EXPECT(chosen[2] == 0 && automatic == plain, "smooth: auto chose %d", chosen[2]);
     }
+    // A tensor that leaves the codec to the communicator's config (onebit) gets the same choice,
+    // and the same bits as naming onebit itself.
+    int byConfig = -2;
+    const double viaConfig =
+        oneCallError(onebitComm, QCCL_MOMENTUM_ROTATION_AUTO, heavy, 34, &byConfig, qcclCodecDefault);
+    EXPECT(byConfig == chosen[2] && viaConfig == automatic,
+           "%s, codec from the config: auto chose %d (error %g), naming onebit chose %d (error %g)",
+           heavy ? "heavy-tailed" : "smooth", byConfig, viaConfig, chosen[2], automatic);
   }
   // A value restored through qcclMomentumGetRotation is checked at the next call.
   qcclMomentum_t m = nullptr;
@@ -299,7 +309,15 @@ int main(int argc, char** argv) {
   checkExact(comm, nesterov, "nesterov + weight decay");
   checkExact(comm, damp, "dampening + weight decay");
   checkOnebitConverges(comm);
-  checkRotation(comm);
+  qcclConfig_t onebitCfg = cfg;
+  onebitCfg.codec = qcclCodecOneBit;
+  qcclComm_t onebitComm = nullptr;
+  if (qcclCommInitMpi(&onebitComm, MPI_COMM_WORLD, &onebitCfg) != qcclSuccess) {
+    std::fprintf(stderr, "[rank %d] qcclCommInitMpi (onebit config) failed\n", gRank);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  checkRotation(comm, onebitComm);
+  qcclCommDestroy(onebitComm);
   checkResidualDecay(comm);
   checkBadArguments(comm);
   qcclCommDestroy(comm);
