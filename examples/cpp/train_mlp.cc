@@ -286,7 +286,8 @@ int train(const Args& a, int rank, int nranks) {
   if (rank == 0) {
     std::printf("# loss %.4f -> %.4f (mean of first/last %zu steps), test accuracy %.2f%%, allreduce %.3f ms/step\n",
                 first, last, w, 100.0 * model.accuracy(task.testSet()), 1e3 * commSec / a.steps);
-    std::printf("# weights %s across ranks\n", hMin == hMax ? "identical" : "DIFFER");
+    std::printf("# weights %s across ranks (hash %016llx)\n", hMin == hMax ? "identical" : "DIFFER",
+                static_cast<unsigned long long>(hMin));
     if (a.check && (hMin != hMax || !(last < first * 2.0 / 3.0))) {
       std::fprintf(stderr, "check failed: %s\n", hMin != hMax ? "weights differ across ranks" : "loss did not fall");
       rc = 1;
