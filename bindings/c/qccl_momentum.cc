@@ -117,23 +117,12 @@ void walshHadamard(float* a, size_t n, const float* src, const float* pre) {
     }
 }
 
-// out = H D in, block by block; elements past the last whole block are copied as they are.
-void rotate(const float* in, float* out, size_t count, const std::vector<float>& d) {
-  const size_t n = d.size(), whole = count - count % n;
-  for (size_t b = 0; b < whole; b += n) {
-    walshHadamard(out + b, n, in + b, d.data());
-  }
-  if (whole < count) std::memcpy(out + whole, in + whole, (count - whole) * sizeof(float));
-}
-
-// In place, the inverse: x = (1/n) D H x (1/n a power of two, exact).
-void rotateBack(float* x, size_t count, const std::vector<float>& d) {
-  const size_t n = d.size(), whole = count - count % n;
+// In place, the inverse of the rotation for one block of n: x = (1/n) D H x (1/n a power of two,
+// exact).
+void rotateBackBlock(float* x, size_t n, const float* d) {
   const F4 inv = F4{} + 1.0f / static_cast<float>(n);
-  for (size_t b = 0; b < whole; b += n) {
-    walshHadamard(x + b, n, nullptr, nullptr);
-    for (size_t i = 0; i < n; i += 4) store4(x + b + i, load4(x + b + i) * (load4(d.data() + i) * inv));
-  }
+  walshHadamard(x, n, nullptr, nullptr);
+  for (size_t i = 0; i < n; i += 4) store4(x + i, load4(x + i) * (load4(d + i) * inv));
 }
 
 // What a 1-bit codec loses of x (squared error), bucket by bucket: onebit sends the mean of a bucket's
@@ -229,10 +218,25 @@ qcclResult_t qcclMomentumAllreduce(qcclMomentum_t m, float* grad, const float* p
   } catch (const std::bad_alloc&) {
     return qcclSystemError;
   }
-  for (size_t i = 0; i < count; i++) {
-    float d = c.weightDecay != 0.0f ? grad[i] + c.weightDecay * param[i] : grad[i];
-    u[i] = m->started ? c.momentum * m->velocity[i] + keep * d : d;
-  }
+  // This rank's new velocity on [lo, hi).
+  auto velocity = [&](size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; i++) {
+      float d = c.weightDecay != 0.0f ? grad[i] + c.weightDecay * param[i] : grad[i];
+      u[i] = m->started ? c.momentum * m->velocity[i] + keep * d : d;
+    }
+  };
+  // The direction from the averaged velocity in grad on [lo, hi), and the new buffer.
+  auto direction = [&](size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; i++) {
+      const float now = grad[i];
+      if (c.nesterov) {
+        // torch.optim.SGD: d = (B_t - mu * B_{t-1}) / (1 - dampening) (the buffer's increment), dir = d + mu * B_t.
+        const float d = m->started ? (now - c.momentum * m->buffer[i]) / keep : now;
+        grad[i] = d + c.momentum * now;
+      }
+      m->buffer[i] = now;
+    }
+  };
   // Out of place: the averaged velocity lands in grad, u stays this rank's.
   qcclTensorOpts_t o = *opts;
   int nranks = 0;
@@ -251,6 +255,7 @@ qcclResult_t qcclMomentumAllreduce(qcclMomentum_t m, float* grad, const float* p
   if (!validRotation(block)) return qcclInvalidArgument;  // a bad value restored through qcclMomentumGetRotation
   const size_t n = static_cast<size_t>(block < 0 ? kAutoRotationBlock : block);  // block < 0: auto, to decide
   const float* send = u.data();
+  const size_t whole = n > 0 ? count - count % n : 0;  // elements in whole blocks (the rest goes unrotated)
   if (block != 0 && count >= n) {
     if (m->signs.size() != n) m->signs = rotationSigns(static_cast<int>(n));
     std::vector<float>& w = m->rotated;
@@ -259,25 +264,33 @@ qcclResult_t qcclMomentumAllreduce(qcclMomentum_t m, float* grad, const float* p
     } catch (const std::bad_alloc&) {
       return qcclSystemError;
     }
-    rotate(u.data(), w.data(), count, m->signs);
+    // Each block's velocity is rotated (w = H D u) while it is still in cache.
+    for (size_t b = 0; b < whole; b += n) {
+      velocity(b, b + n);
+      walshHadamard(w.data() + b, n, u.data() + b, m->signs.data());
+    }
+    velocity(whole, count);
+    if (whole < count) std::memcpy(w.data() + whole, u.data() + whole, (count - whole) * sizeof(float));
     if (block < 0) {
       const qcclResult_t r = decideRotation(u, w, codec == qcclCodecOneBit, comm, &block);
       if (r != qcclSuccess) return r;
     }
     if (block > 0) send = w.data();
+  } else {
+    velocity(0, count);
   }
   const qcclResult_t r = qcclAllreduce(send, grad, count, qcclFloat32, qcclAvg, &o, comm, nullptr);
   if (r != qcclSuccess) return r;
-  if (block > 0 && count >= n) rotateBack(grad, count, m->signs);
   m->block = block;
-  for (size_t i = 0; i < count; i++) {
-    const float now = grad[i];
-    if (c.nesterov) {
-      // torch.optim.SGD: d = (B_t - mu * B_{t-1}) / (1 - dampening) (the buffer's increment), dir = d + mu * B_t.
-      const float d = m->started ? (now - c.momentum * m->buffer[i]) / keep : now;
-      grad[i] = d + c.momentum * now;
+  if (block > 0 && count >= n) {
+    // Each block is rotated back (x = (1/n) D H x) and turned into the direction while in cache.
+    for (size_t b = 0; b < whole; b += n) {
+      rotateBackBlock(grad + b, n, m->signs.data());
+      direction(b, b + n);
     }
-    m->buffer[i] = now;
+    direction(whole, count);
+  } else {
+    direction(0, count);
   }
   m->velocity.swap(u);
   m->started = 1;

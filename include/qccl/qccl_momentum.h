@@ -50,9 +50,11 @@
  * signscale: every rank computes what the codec would lose of its velocity in blocks of 512 with and
  * without the rotation, one uncompressed allreduce sums both over the ranks, and the tensor is
  * rotated from then on if the rotated loss is below 0.9 of the other.
- * Cost: two transforms of log2(B) stages each, on data in cache, and one more buffer of `count`
+ * Cost: two transforms of log2(B) stages each, on data in cache (each block is rotated as its
+ * velocity is computed, and rotated back as its direction is), and one more buffer of `count`
  * floats: on one rank of the 2-core AVX2 development machine, +42-47 ms per call on 25.6M elements
- * (63-68 ms without; bench/data/cpp-rotation-2026-11-27). On the example's wide layer the rotation
+ * (63-68 ms without) before those passes were fused, and about 30% less after (bench/RESULTS.md,
+ * "Cost, fused passes"). On the example's wide layer the rotation
  * took the 1-bit runs from 1.56x exact averaging's final loss to 1.10x at a constant learning rate,
  * and to 1.009x with a cosine schedule (examples/cpp/README.md).
  *
