@@ -39,12 +39,16 @@ for seed in 1 2 3 4 5; do
   run default "$seed" maxmin auto
   run default "$seed" onebit decay06 --rotation 0 --residual-decay 0.6
   run default "$seed" onebit autodecay08 --residual-decay 0.8
+  run default "$seed" onebit autodecay09 --residual-decay 0.9    # added on 2026-11-27, after the
+  run default "$seed" onebit autodecay095 --residual-decay 0.95  # passes were fused (same bits)
 done
 for seed in 1 2 3; do
   variants wide "$seed" --hidden 2048
   run wide "$seed" onebit rotation4096 --hidden 2048 --rotation 4096
   run wide "$seed" onebit decay06 --hidden 2048 --rotation 0 --residual-decay 0.6
   run wide "$seed" onebit autodecay08 --hidden 2048 --residual-decay 0.8
+  run wide "$seed" onebit autodecay09 --hidden 2048 --residual-decay 0.9
+  run wide "$seed" onebit autodecay095 --hidden 2048 --residual-decay 0.95
 done
 for seed in 1 2 3; do
   run wide_cosine "$seed" mpi exact --hidden 2048 --schedule cosine
