@@ -7,7 +7,7 @@
 # mpirun tests of device buffers, and the Python hook's CUDA tests (the extension is compiled there,
 # against the machine's python3, torch and nanobind). Logs go to ./gpu-out (and
 # $OUT/gpu-logs.tgz where OUT is set).
-# Usage: tests/gpu/check.sh [ctest|sanitize|bench|mpi|python]...  (default: all five)
+# Usage: tests/gpu/check.sh [ctest|sanitize|bench|profile|mpi|python]...  (default: all six)
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 stage=${QCCL_STAGE:-$root/.dev}
@@ -19,7 +19,7 @@ export UCX_MODULE_DIR="$stage/lib/ucx"
 if [ ! -e /work/main/build ]; then
   mkdir -p /work/main 2>/dev/null && ln -s "$stage/build" /work/main/build
 fi
-steps=${*:-ctest sanitize bench mpi python}
+steps=${*:-ctest sanitize bench profile mpi python}
 rc=0
 
 {
@@ -65,6 +65,22 @@ for s in $steps; do
       for size in 64M 1G; do
         "$b" codec --device -b $size -n 20 -w 3 2>&1 | tee "$out/bench-codec-device-$size.txt"
         [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+      done
+      ;;
+    profile)
+      # Nsight Compute on the encode kernels at 1 GiB (the rows that missed 0.8 there): DRAM bytes
+      # and throughput against the kernel's own minimum (12n + wire), L1/L2 hit rates.
+      b=/work/main/build/bench/qccl-bench
+      if ! command -v ncu >/dev/null 2>&1; then
+        echo "profile: no ncu on this machine"
+        continue
+      fi
+      for row in onebit maxmin4 fp32; do
+        timeout 240 ncu --kernel-name regex:encode --launch-skip 0 --launch-count 1 \
+          --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+          "$b" codec --device -b 1G -n 1 -w 0 --codec "$row" >"$out/ncu-encode-$row.txt" 2>&1 || rc=1
+        grep -E "Duration|DRAM Throughput|Memory Throughput|L1/TEX Hit|L2 Hit|Achieved Occupancy|dram__bytes" \
+          "$out/ncu-encode-$row.txt" | sed "s/^/$row: /" | head -12
       done
       ;;
     mpi)
