@@ -279,6 +279,15 @@ qcclResult_t qcclTensorStateLoad(qcclComm_t comm, uint64_t id, const void* buf, 
  *  *found (may be NULL) is set to 1 when the tensor had state, else 0. */
 qcclResult_t qcclTensorStateScale(qcclComm_t comm, uint64_t id, float factor, int* found);
 
+/** Device buffers (builds with CUDA), for qcclAllreduce, qcclAllgather and qcclReduceScatter: send
+ *  and recv buffers must both be host memory or both device memory (else qcclInvalidArgument). The
+ *  call runs on the device the buffers live on (restoring the caller's current device), on qccl's
+ *  own stream, which first waits for the work enqueued on `stream` before the call; `stream` then
+ *  waits for qccl's work, so the results are ready in the order of `stream` (synchronize it before
+ *  reading them on the host). The results are the bits the same call on host buffers gives, and
+ *  residuals of such tensors live in device memory. A process that only ever passes host buffers
+ *  creates no CUDA context. Verified on one H100 (cuda/README.md, "What ran on a GPU"). */
+
 /** recvbuff[i] = op over ranks of sendbuff[i]. In place when sendbuff == recvbuff. opts may be NULL
  *  (id 0, the communicator's codec). stream is a cudaStream_t for device buffers, else NULL.
  *  The result is bit-identical on every rank. */
