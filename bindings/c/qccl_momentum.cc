@@ -282,16 +282,14 @@ qcclResult_t qcclMomentumAllreduce(qcclMomentum_t m, float* grad, const float* p
   const qcclResult_t r = qcclAllreduce(send, grad, count, qcclFloat32, qcclAvg, &o, comm, nullptr);
   if (r != qcclSuccess) return r;
   m->block = block;
-  if (block > 0 && count >= n) {
-    // Each block is rotated back (x = (1/n) D H x) and turned into the direction while in cache.
-    for (size_t b = 0; b < whole; b += n) {
-      rotateBackBlock(grad + b, n, m->signs.data());
-      direction(b, b + n);
-    }
-    direction(whole, count);
-  } else {
-    direction(0, count);
+  // Each rotated block is rotated back (x = (1/n) D H x) and turned into the direction while in
+  // cache; the rest (all of it without the rotation) goes as it came.
+  const size_t rotatedEnd = block > 0 && count >= n ? whole : 0;
+  for (size_t b = 0; b < rotatedEnd; b += n) {
+    rotateBackBlock(grad + b, n, m->signs.data());
+    direction(b, b + n);
   }
+  direction(rotatedEnd, count);
   m->velocity.swap(u);
   m->started = 1;
   // Residual decay (qccl_momentum.h): forget part of what the codec dropped. A codec without

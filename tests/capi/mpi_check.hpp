@@ -1,5 +1,5 @@
 // Shared pieces of the C API checks that run under mpirun (capi_mpi_check, capi_momentum_check,
-// capi_device_check): the failure counter and EXPECT, a cross-rank byte comparison, and the
+// capi_device_check): EXPECT and the rest of ../mpi_expect.hpp, a cross-rank byte comparison, and the
 // communicator over MPI_COMM_WORLD or over UCX from a unique id broadcast with MPI.
 #pragma once
 
@@ -12,28 +12,8 @@
 #include <cstring>
 #include <string>
 
+#include "../mpi_expect.hpp"
 #include "qccl/qccl_mpi.h"
-
-inline int gRank = 0;
-inline int gSize = 1;
-inline int gFailures = 0;
-
-#define EXPECT(cond, ...)                                                                            \
-  do {                                                                                               \
-    if (!(cond)) {                                                                                   \
-      std::fprintf(stderr, "[rank %d] %s:%d: check failed: %s: ", gRank, __FILE__, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                                             \
-      std::fprintf(stderr, "\n");                                                                    \
-      ++gFailures;                                                                                   \
-    }                                                                                                \
-  } while (0)
-
-inline uint64_t fnv1a(const void* data, size_t bytes) {
-  uint64_t h = 1469598103934665603ull;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
 
 /// True when every rank holds the same bytes (min and max of the hash agree).
 inline bool sameOnAllRanks(const void* data, size_t bytes) {

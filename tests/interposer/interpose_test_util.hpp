@@ -18,23 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "../mpi_expect.hpp"
 #include "qccl_mpi_interpose.h"
 
 namespace itest {
-
-inline int gRank = 0;
-inline int gSize = 1;
-inline int gFailures = 0;
-
-#define EXPECT(cond, ...)                                                                            \
-  do {                                                                                               \
-    if (!(cond)) {                                                                                   \
-      std::fprintf(stderr, "[rank %d] %s:%d: check failed: %s: ", gRank, __FILE__, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                                             \
-      std::fprintf(stderr, "\n");                                                                    \
-      ++gFailures;                                                                                   \
-    }                                                                                                \
-  } while (0)
 
 /// The interposer's counters now; exits when the interposer is not loaded (the test would prove nothing).
 inline qcclMpiInterposeStats_t stats() {
@@ -46,13 +33,6 @@ inline qcclMpiInterposeStats_t stats() {
     PMPI_Abort(MPI_COMM_WORLD, 3);
   }
   return s;
-}
-
-inline uint64_t fnv1a(const void* data, size_t bytes) {
-  uint64_t h = 1469598103934665603ull;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
 }
 
 /// True when every rank of comm holds the same bytes.
