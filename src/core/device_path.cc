@@ -4,9 +4,12 @@
 
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <link.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include <string>
 #include <utility>
@@ -286,12 +289,55 @@ constexpr int kCuPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY
 constexpr int kCuPointerAttributeIsManaged = 8;   // CU_POINTER_ATTRIBUTE_IS_MANAGED
 constexpr unsigned kCuMemoryTypeDevice = 2;       // CU_MEMORYTYPE_DEVICE
 
+// Whether libcuda.so.1 is among the loaded objects, from the loader's list. The list's load count
+// (dlpi_adds) is remembered, so while nothing new was loaded a scan stops at its first entry: this
+// runs on every call of a process without the driver. (dlopen with RTLD_NOLOAD of a library that is
+// not loaded searches the library path: 29 us per call on the development machine.)
+struct DriverScan {
+  unsigned long long known = 0;  // dlpi_adds at the last scan that found no driver
+  unsigned long long adds = 0;
+  bool first = true, unchanged = false;
+  const char* found = nullptr;  // the driver's path as loaded
+};
+
+int scanForDriver(struct dl_phdr_info* info, size_t size, void* data) {
+  auto* scan = static_cast<DriverScan*>(data);
+  if (scan->first) {
+    scan->first = false;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof(info->dlpi_adds)) {
+      scan->adds = info->dlpi_adds;
+      if (scan->adds == scan->known) {
+        scan->unchanged = true;
+        return 1;
+      }
+    }
+  }
+  // The driver under any of its names (libcuda.so.1, the versioned file, the unversioned link).
+  const char* name = info->dlpi_name != nullptr ? info->dlpi_name : "";
+  const char* slash = std::strrchr(name, '/');
+  const char* base = slash != nullptr ? slash + 1 : name;
+  if (std::strncmp(base, "libcuda.so", 10) == 0) {
+    scan->found = name;
+    return 1;
+  }
+  return 0;
+}
+
 CuPointerGetAttributes loadedDriverQuery() {
   static std::atomic<CuPointerGetAttributes> fn{nullptr};
+  static std::atomic<unsigned long long> noDriverAt{~0ull};  // dlpi_adds of the last scan without it
   CuPointerGetAttributes f = fn.load(std::memory_order_acquire);
   if (f != nullptr) return f;
-  void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-  if (lib == nullptr) return nullptr;  // not loaded yet: ask again at the next call
+  DriverScan scan;
+  scan.known = noDriverAt.load(std::memory_order_relaxed);
+  dl_iterate_phdr(scanForDriver, &scan);
+  if (scan.unchanged) return nullptr;
+  if (!scan.found) {
+    noDriverAt.store(scan.adds, std::memory_order_relaxed);
+    return nullptr;
+  }
+  void* lib = dlopen(scan.found, RTLD_LAZY | RTLD_NOLOAD);
+  if (lib == nullptr) return nullptr;
   f = reinterpret_cast<CuPointerGetAttributes>(dlsym(lib, "cuPointerGetAttributes"));
   dlclose(lib);  // drops only the reference NOLOAD took; the library stays loaded
   if (f != nullptr) fn.store(f, std::memory_order_release);
