@@ -288,7 +288,7 @@ TEST(IsaEquivalenceDyn8, ThresholdEdges) {
 
 std::vector<CodecConfig> isaConfigs() {
   std::vector<CodecConfig> v = allConfigs(512);
-  for (uint32_t b : {32u, 96u, 4096u})
+  for (uint32_t b : {32u, 96u, 640u, 1056u, 4096u})
     for (const CodecConfig& c : allConfigs(b))
       if (c.codec > CodecId::kBf16) v.push_back(c);
   return v;
