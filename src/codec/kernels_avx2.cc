@@ -57,7 +57,6 @@ QCCL_TARGET_AVX2 bool encodeSignT(const BucketCtx& ctx, const float* in, float* 
   alignas(32) float a[math::kReduceSlots] = {}, b[math::kReduceSlots] = {};
   const uint32_t meta = kOneBit ? 8 : 4;
   const __m256 zero = _mm256_setzero_ps();
-  float* v = ctx.scratch;
   uint32_t cnt = 0;
   int bad = 0;
   constexpr uint32_t kBlock = 4 * math::kReduceSlots;
@@ -74,10 +73,6 @@ QCCL_TARGET_AVX2 bool encodeSignT(const BucketCtx& ctx, const float* in, float* 
       for (uint32_t i = blk + j; i < end; i += math::kReduceSlots) {
         const __m256 x0 = stageV<kRes>(in, res, i), x1 = stageV<kRes>(in, res, i + 8),
                      x2 = stageV<kRes>(in, res, i + 16), x3 = stageV<kRes>(in, res, i + 24);
-        _mm256_storeu_ps(v + i, x0);
-        _mm256_storeu_ps(v + i + 8, x1);
-        _mm256_storeu_ps(v + i + 16, x2);
-        _mm256_storeu_ps(v + i + 24, x3);
         bad |= notFinite(x0) | notFinite(x1) | notFinite(x2) | notFinite(x3);
         const __m256 g0 = _mm256_cmp_ps(x0, zero, _CMP_GE_OQ), g1 = _mm256_cmp_ps(x1, zero, _CMP_GE_OQ),
                      g2 = _mm256_cmp_ps(x2, zero, _CMP_GE_OQ), g3 = _mm256_cmp_ps(x3, zero, _CMP_GE_OQ);
@@ -126,9 +121,11 @@ QCCL_TARGET_AVX2 bool encodeSignT(const BucketCtx& ctx, const float* in, float* 
   storeF32(block, hi);
   if (kOneBit) storeF32(block + 4, lo);
   if (kRes) {
+    // v = in + res again from the bucket, which is still in cache: staging it in a scratch buffer
+    // lets those stores alias the loads of in and res modulo 4 KiB (see kernels_avx512.cc).
     const __m256 h = _mm256_set1_ps(hi), l = _mm256_set1_ps(lo);
     for (uint32_t i = 0; i < m; i += 8) {
-      __m256 x = _mm256_loadu_ps(v + i);
+      __m256 x = stageV<true>(in, res, i);
       __m256 d = _mm256_blendv_ps(l, h, _mm256_cmp_ps(x, zero, _CMP_GE_OQ));
       _mm256_storeu_ps(res + i, _mm256_sub_ps(x, d));
     }
@@ -229,12 +226,10 @@ QCCL_TARGET_AVX2 void packLevels(const __m256i* q, int bits, uint8_t* p) {
 template <bool kRes>
 QCCL_TARGET_AVX2 bool encodeMaxMinT(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
                                     uint8_t* block) {
-  float* v = ctx.scratch;
   __m256 lo = _mm256_set1_ps(INFINITY), hi = _mm256_set1_ps(-INFINITY);
   int bad = 0;
   for (uint32_t i = 0; i < m; i += 8) {
     __m256 x = stageV<kRes>(in, res, i);
-    _mm256_storeu_ps(v + i, x);
     bad |= notFinite(x);
     lo = _mm256_min_ps(lo, x);
     hi = _mm256_max_ps(hi, x);
@@ -258,7 +253,7 @@ QCCL_TARGET_AVX2 bool encodeMaxMinT(const BucketCtx& ctx, const float* in, float
     if (ctx.stochastic) uniforms32((base + i) >> 2, ctx, u);  // base is a multiple of 32
     __m256i qi[4];
     for (int k = 0; k < 4; ++k) {
-      __m256 x = _mm256_loadu_ps(v + i + 8 * k);
+      __m256 x = stageV<kRes>(in, res, i + 8 * k);  // again, from cache: no staging (see encodeSignT)
       __m256 q = levelOf(x, mnV, inv, top, u[k]);
       qi[k] = _mm256_cvttps_epi32(q);
       if (kRes) _mm256_storeu_ps(res + i + 8 * k, _mm256_sub_ps(x, _mm256_add_ps(mnV, _mm256_mul_ps(q, step))));
