@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -145,6 +146,76 @@ class MpiRequest final : public Request {
   MPI_Request req_ = MPI_REQUEST_NULL;
 };
 
+// Open MPI's nonblocking allreduce (coll/libnbc) chooses, on fewer than 4 ranks, a binomial
+// reduce to one rank and then a broadcast: the whole vector crosses each link one way and then the
+// other, never both at once. On 2 emulated hosts at 1 Gbit/s a 16 MiB MPI_Iallreduce took 255-262 ms
+// that way and 138-147 ms with libnbc's ring, where gloo took 140 ms (bench/RESULTS.md, "auto
+// across 2 and 3 hosts"). libnbc reads its choice from the control variable coll_libnbc_iallreduce_algorithm
+// (0: its own rule, 1: ring) when a call starts, and the MPI tool interface can set it at run time.
+// So qccl's own MPI_Iallreduce of at least kMinBytes on 2-3 ranks runs with it set to the ring, and
+// then restores it; only where it was 0, so a user's own setting wins. Another thread's
+// MPI_Iallreduce started in that window would also get the ring: a valid sum, maybe rounded
+// differently on 3 ranks. Other MPI libraries have no such variable, and nothing changes there.
+class NbcRing {
+ public:
+  static constexpr size_t kMinBytes = size_t(64) << 10;  // libnbc's own binomial threshold
+
+  NbcRing(int size, int option) {
+    bool want = size == 2 || size == 3;
+    if (option == 0) want = false;
+    if (option < 0) {
+      const char* v = std::getenv("QCCL_MPI_NBC_RING");
+      if (v != nullptr && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0)) want = false;
+    }
+    if (!want) return;
+    int provided = 0;
+    if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return;
+    initialized_ = true;
+    int index = -1;
+    if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) != MPI_SUCCESS) return;
+    char name[128], desc[8];
+    int nameLen = sizeof name, descLen = sizeof desc, verbosity = 0, bind = 0, scope = 0;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_T_enum enumType = MPI_T_ENUM_NULL;
+    if (MPI_T_cvar_get_info(index, name, &nameLen, &verbosity, &type, &enumType, desc, &descLen, &bind, &scope) !=
+            MPI_SUCCESS ||
+        type != MPI_INT || bind != MPI_T_BIND_NO_OBJECT || scope == MPI_T_SCOPE_CONSTANT ||
+        scope == MPI_T_SCOPE_READONLY) {
+      return;
+    }
+    int count = 0;
+    if (MPI_T_cvar_handle_alloc(index, nullptr, &handle_, &count) != MPI_SUCCESS || count != 1) {
+      handle_ = MPI_T_CVAR_HANDLE_NULL;
+    }
+  }
+  ~NbcRing() {
+    if (handle_ != MPI_T_CVAR_HANDLE_NULL) MPI_T_cvar_handle_free(&handle_);
+    if (initialized_) MPI_T_finalize();
+  }
+  NbcRing(const NbcRing&) = delete;
+  NbcRing& operator=(const NbcRing&) = delete;
+
+  bool active() const { return handle_ != MPI_T_CVAR_HANDLE_NULL; }
+
+  /// start() (which starts the MPI_Iallreduce), with the ring chosen where it applies.
+  template <class Start>
+  int run(size_t bytes, Start&& start) {
+    int old = -1;
+    const int ring = 1;
+    if (!active() || bytes < kMinBytes || MPI_T_cvar_read(handle_, &old) != MPI_SUCCESS || old != 0 ||
+        MPI_T_cvar_write(handle_, &ring) != MPI_SUCCESS) {
+      return start();
+    }
+    const int rc = start();
+    MPI_T_cvar_write(handle_, &old);
+    return rc;
+  }
+
+ private:
+  bool initialized_ = false;
+  MPI_T_cvar_handle handle_ = MPI_T_CVAR_HANDLE_NULL;
+};
+
 class MpiTransport final : public Transport {
  public:
   MpiTransport(MPI_Comm user, const MpiTransportOptions& options) {
@@ -173,6 +244,7 @@ class MpiTransport final : public Transport {
       throwMpi(rc, "MPI_Irecv of the abort channel");
     }
     hosts_ = findHosts();
+    nbcRing_ = std::make_unique<NbcRing>(size_, options.nbcRing);
   }
 
   ~MpiTransport() override {
@@ -215,8 +287,10 @@ class MpiTransport final : public Transport {
     if (count > static_cast<size_t>(INT_MAX)) return nullptr;
     RequestPtr out = acquire(MpiRequest::Kind::kCollective, -1, 0, recv, count * sizeof(float));
     const void* in = send == recv ? MPI_IN_PLACE : send;
-    int rc = PMPI_Iallreduce(in, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_,
-                             static_cast<MpiRequest*>(out.get())->handle());
+    MPI_Request* handle = static_cast<MpiRequest*>(out.get())->handle();
+    int rc = nbcRing_->run(count * sizeof(float), [&] {
+      return PMPI_Iallreduce(in, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_, handle);
+    });
     if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Iallreduce");
     ++unfinishedColls_;
     return out;
@@ -351,6 +425,7 @@ class MpiTransport final : public Transport {
   std::vector<std::pair<int, uint32_t>> blocked_;
   std::vector<std::unique_ptr<MpiRequest, PoolDeleter>> pool_;
   ReceivedAbort abort_;
+  std::unique_ptr<NbcRing> nbcRing_;
 };
 
 // Recycled requests are deleted with the transport; they hold no MPI handle by then.

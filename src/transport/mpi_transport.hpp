@@ -12,6 +12,9 @@ struct MpiTransportOptions {
   /// Use at most this MPI_TAG_UB (0: the library's own). Lets tests run with the smallest upper
   /// bound the MPI standard allows (32767) on a library that offers more.
   int tagUpperBound = 0;
+  /// Whether a large fp32 sum on 2-3 ranks asks Open MPI's nonblocking allreduce for its ring
+  /// (see NbcRing in mpi_transport.cc): 1 yes, 0 no, -1 (default) QCCL_MPI_NBC_RING, else yes.
+  int nbcRing = -1;
 };
 
 /// A transport over a duplicate of the MPI communicator whose Fortran handle is `mpiCommFortran`

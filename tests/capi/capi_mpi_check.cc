@@ -25,6 +25,10 @@
 //     mismatch-small      auto, nothing compressed, one rank's count small enough to be summed inside
 //                         the check (at most 4096) and the others' not: likewise, though the
 //                         check's messages then differ in size
+//     nbc-ring            (--shm 0, 2-3 ranks) auto's large fp32 sums go through MPI_Iallreduce with
+//                         Open MPI's libnbc asked for its ring (coll_libnbc_iallreduce_algorithm,
+//                         through the MPI tool interface): exact sums, the variable back at 0 after
+//                         every call, and a value the application set itself left alone
 //     restart             a communicator fails, is destroyed, and a new one works (elastic restart)
 //     watchdog            rank 0 is stuck in a call its peers never make; another thread's
 //                         qcclCommAbort ends it with qcclCommFailed, and the peers hear of it
@@ -421,6 +425,43 @@ void caseWarmup(qcclComm_t comm, bool shm, const std::string& transport) {
 }
 
 // A communicator fails (a mismatch), is destroyed, and a fresh one over the same processes works.
+// The control variable qccl sets around its own MPI_Iallreduce on 2-3 ranks (NbcRing in
+// mpi_transport.cc). Where the MPI library has no such variable there is nothing to observe but
+// the sums.
+int nbcVariable(MPI_T_cvar_handle h) {
+  int v = -1;
+  if (h != MPI_T_CVAR_HANDLE_NULL) MPI_T_cvar_read(h, &v);
+  return v;
+}
+
+void caseNbcRing(qcclComm_t comm) {
+  int provided = 0;
+  MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
+  int index = -1, count = 0;
+  MPI_T_cvar_handle h = MPI_T_CVAR_HANDLE_NULL;
+  if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) != MPI_SUCCESS ||
+      MPI_T_cvar_handle_alloc(index, nullptr, &h, &count) != MPI_SUCCESS) {
+    h = MPI_T_CVAR_HANDLE_NULL;
+    if (gRank == 0) std::printf("nbc-ring: the MPI library has no coll_libnbc_iallreduce_algorithm\n");
+  }
+  EXPECT(h == MPI_T_CVAR_HANDLE_NULL || nbcVariable(h) == 0, "the variable starts at %d", nbcVariable(h));
+  // Above libnbc's 64 KiB, and below it (where qccl leaves the library's choice alone).
+  for (size_t n : {size_t{(1 << 20) + 3}, size_t{300000}, size_t{5000}}) {
+    checkExactAllreduce(comm, n, qcclAlgoAuto);
+    EXPECT(h == MPI_T_CVAR_HANDLE_NULL || nbcVariable(h) == 0, "count %zu: the variable is %d after the call", n,
+           nbcVariable(h));
+  }
+  if (h != MPI_T_CVAR_HANDLE_NULL) {
+    const int binomial = 2, zero = 0;
+    EXPECT(MPI_T_cvar_write(h, &binomial) == MPI_SUCCESS, "could not set the variable");
+    checkExactAllreduce(comm, (1 << 20) + 3, qcclAlgoAuto);
+    EXPECT(nbcVariable(h) == binomial, "the application's setting %d became %d", binomial, nbcVariable(h));
+    MPI_T_cvar_write(h, &zero);
+    MPI_T_cvar_handle_free(&h);
+  }
+  MPI_T_finalize();
+}
+
 void caseRestart(const std::string& transport) {
   for (int round = 0; round < 2; ++round) {
     qcclComm_t comm = makeComm(transport, 5.0);
@@ -504,6 +545,8 @@ int main(int argc, char** argv) {
         caseBasic(comm);
       } else if (which == "hier") {
         caseHier(comm);
+      } else if (which == "nbc-ring") {
+        caseNbcRing(comm);
       } else if (which == "warmup") {
         caseWarmup(comm, shm, transport);
       } else if (which == "reducescatter") {
