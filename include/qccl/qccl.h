@@ -124,6 +124,8 @@ typedef enum {
  *    QCCL_CPU_ISA      cap on the CPU codec kernels: scalar|avx2|avx512 (default: the best present)
  *    QCCL_SOCKET_IFNAME interface whose IPv4 address goes into a unique id (default: first up,
  *                      non-loopback one)
+ *    QCCL_MPI_NBC_RING 0|1 on 2-3 ranks, ask Open MPI's MPI_Iallreduce for its ring around qccl's own
+ *                      uncompressed sums of 64 KiB and more (default 1)
  *    QCCL_HOST_ID      ranks with equal values share a host for host grouping (default: the MPI
  *                      library's shared-memory split; over UCX hostname + network namespace + boot id)
  */

@@ -48,8 +48,8 @@ QCCL_TARGET_AVX2 inline __m256 addOut(__m256 d, const float* out, bool add) {
 // j..j+31) accumulates down the rows of a 512-element block in 8 registers, then goes back to
 // memory. Each slot still adds its elements in increasing index, as in the canonical order; only
 // the walk differs. Keeping the sums in registers instead of a load-add-store per vector made the
-// encode about 17% (onebit) and 13% (signscale) faster on data in cache; on 64 MiB it is bound by
-// memory either way (bench/RESULTS.md, "Codec throughput").
+// encode 4-10% faster on data in cache; on 64 MiB it is bound by memory either way (bench/RESULTS.md,
+// "AVX2: the sign encodes' sums in registers").
 template <bool kRes, bool kOneBit>
 QCCL_TARGET_AVX2 bool encodeSignT(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
                                   uint8_t* block) {

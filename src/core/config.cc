@@ -183,6 +183,11 @@ std::string hostId() {
   return v != nullptr ? std::string(v) : std::string();
 }
 
+bool mpiNbcRing() {
+  const char* v = std::getenv("QCCL_MPI_NBC_RING");
+  return v == nullptr || parseBool("QCCL_MPI_NBC_RING", v);
+}
+
 }  // namespace env
 
 const char* algoName(Algo a) noexcept {

@@ -26,6 +26,10 @@ std::string socketIfname();
 /// QCCL_HOST_ID: overrides this process's host key (ranks with the same value share a host, for
 /// the hierarchical algorithms); empty when unset.
 std::string hostId();
+/// QCCL_MPI_NBC_RING: whether the MPI transport asks Open MPI's nonblocking allreduce for its ring on
+/// 2-3 ranks (mpi_transport.cc, NbcRing); true when unset. Throws Error(kInvalidArgument) on a
+/// value that is not 0 or 1 (or false/true, off/on, no/yes).
+bool mpiNbcRing();
 }  // namespace env
 
 }  // namespace qccl

@@ -20,7 +20,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -162,14 +161,8 @@ class NbcRing {
  public:
   static constexpr size_t kMinBytes = size_t(64) << 10;  // libnbc's own binomial threshold
 
-  NbcRing(int size, int option) {
-    bool want = size == 2 || size == 3;
-    if (option == 0) want = false;
-    if (option < 0) {
-      const char* v = std::getenv("QCCL_MPI_NBC_RING");
-      if (v != nullptr && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0)) want = false;
-    }
-    if (!want) return;
+  NbcRing(int size, bool wanted) {
+    if (!wanted || (size != 2 && size != 3)) return;
     int provided = 0;
     if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return;
     initialized_ = true;
@@ -221,6 +214,8 @@ class NbcRing {
 class MpiTransport final : public Transport {
  public:
   MpiTransport(MPI_Comm user, const MpiTransportOptions& options) {
+    // Read before anything is acquired: a malformed QCCL_MPI_NBC_RING throws.
+    const bool nbcRing = options.nbcRing < 0 ? env::mpiNbcRing() : options.nbcRing != 0;
     int rc = PMPI_Comm_dup(user, &comm_);
     if (rc != MPI_SUCCESS) throwMpi(rc, "MPI_Comm_dup");
     PMPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -246,7 +241,7 @@ class MpiTransport final : public Transport {
       throwMpi(rc, "MPI_Irecv of the abort channel");
     }
     hosts_ = findHosts();
-    nbcRing_ = std::make_unique<NbcRing>(size_, options.nbcRing);
+    nbcRing_ = std::make_unique<NbcRing>(size_, nbcRing);
   }
 
   ~MpiTransport() override {

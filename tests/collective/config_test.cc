@@ -30,7 +30,8 @@ const char* const kVars[] = {"QCCL_CODEC",
                              "QCCL_SHM_CHUNK_BYTES",
                              "QCCL_LOCAL_COMPRESS",
                              "QCCL_CPU_ISA",
-                             "QCCL_SOCKET_IFNAME"};
+                             "QCCL_SOCKET_IFNAME",
+                             "QCCL_MPI_NBC_RING"};
 
 // Clears every QCCL_* variable before and after each test so that tests do not leak settings.
 class Env : public ::testing::Test {
@@ -41,6 +42,16 @@ class Env : public ::testing::Test {
     for (const char* v : kVars) unsetenv(v);
   }
 };
+
+TEST_F(Env, MpiNbcRing) {
+  EXPECT_TRUE(env::mpiNbcRing());
+  setenv("QCCL_MPI_NBC_RING", "0", 1);
+  EXPECT_FALSE(env::mpiNbcRing());
+  setenv("QCCL_MPI_NBC_RING", "on", 1);
+  EXPECT_TRUE(env::mpiNbcRing());
+  setenv("QCCL_MPI_NBC_RING", "maybe", 1);
+  EXPECT_THROW(env::mpiNbcRing(), Error);
+}
 
 TEST_F(Env, DefaultsWithoutVariables) {
   Options o = optionsFromEnv();
