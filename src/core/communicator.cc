@@ -70,6 +70,23 @@ bool allOnOneHost(const std::vector<int>& hostOfRank) {
          std::all_of(hostOfRank.begin(), hostOfRank.end(), [&](int h) { return h == hostOfRank[0]; });
 }
 
+// Some neighbours of the ring (rank r sends to r + 1) on different hosts. The same answer on every
+// rank, so every rank cuts the ring's chunks alike.
+//
+// Why the ring then cuts chunks to the transport's eager limit (Transport::eagerBytes): over
+// Open MPI's TCP a message above it waits for the receiver's reply, and that reply queues behind
+// the receiver's own outgoing data on the same connection and link, so the rank that starts a
+// step later waits longest. On 2 emulated hosts at 1 Gbit/s the fp32 ring's steps (8 MiB each way
+// at 16 MiB, which plain MPI exchanges in 70 ms) ran at about half the line rate; eager chunks
+// need no reply. bench/RESULTS.md, "The ring's chunks at the eager limit", has the measurements.
+// sra's all-to-all is not cut so: on 2 cores shared by 4 ranks its codec work is the bottleneck,
+// and the many more messages cost it more CPU than the handshakes cost it time.
+bool ringCrossesHosts(const std::vector<int>& hostOfRank) {
+  for (size_t r = 0; r < hostOfRank.size(); ++r)
+    if (hostOfRank[r] != hostOfRank[(r + 1) % hostOfRank.size()]) return true;
+  return false;
+}
+
 // Tags of the two exchanges that set the shared segment up (setupShm()).
 constexpr uint64_t kShmSetupId = 0x73686d2d73657475ull;
 
@@ -120,6 +137,8 @@ struct Communicator::Impl {
   static constexpr int kNativeFlag = 256, kShmFlag = 512, kCheckFlag = 768;
   const bool hostsShared;  // where hier differs from flat (sharesHosts())
   const bool oneHost;      // every rank on one host (allOnOneHost())
+  // The transport's eager limit where the ring crosses hosts, else 0: ringChunkElems().
+  const size_t ringEagerBytes;
   // The shared segment of `auto` on one host: set up by the first `auto` allreduce (setupShm()),
   // the same answer on every rank. 0: not tried yet, 1: in use, -1: off.
   int shmState = 0;
@@ -132,7 +151,8 @@ struct Communicator::Impl {
         host(makeHostSpace()),
         tensors(opts.maxResidualBytes),
         hostsShared(sharesHosts(transport->hostOfRanks())),
-        oneHost(allOnOneHost(transport->hostOfRanks())) {}
+        oneHost(allOnOneHost(transport->hostOfRanks())),
+        ringEagerBytes(ringCrossesHosts(transport->hostOfRanks()) ? transport->eagerBytes() : 0) {}
   ~Impl() { tensors.releaseAll(); }
 
   void checkUsable() const {
@@ -604,6 +624,8 @@ void Communicator::Impl::runNative(const float* in, float* out, size_t count) {
 bool Communicator::Impl::runPlan(const Plan& plan, const float* src, float* dst, const Selection& s, TensorState* st,
                                  uint32_t seq, MemorySpace& space, RedOp op) {
   ExecParams p = params(s.codec, seq, space.ops());
+  if (s.algo == Algo::kRing && opts.chunkBytes == 0)
+    p.chunkElems = Executor::eagerChunkElems(s.codec, ringEagerBytes, p.chunkElems);
   const bool fused = averageInDecode(plan, p, op);
   if (s.errorFeedback) {
     if (s.algo == Algo::kSra)

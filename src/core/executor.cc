@@ -163,6 +163,23 @@ size_t Executor::chunkElemsFor(const CodecConfig& codec, size_t chunkBytes) {
   return std::max(align, elems / align * align);
 }
 
+size_t Executor::eagerChunkElems(const CodecConfig& codec, size_t eagerBytes, size_t maxElems) {
+  const size_t align = codec.bucket ? codec.bucket : 32;
+  if (eagerBytes <= kEagerHeadroom || maxElems < align) return maxElems;
+  const size_t room = eagerBytes - kEagerHeadroom;
+  // encodedBytes grows with the count: the largest number of buckets that fits, by bisection.
+  size_t lo = 0, hi = maxElems / align;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo + 1) / 2;
+    if (encodedBytes(codec, mid * align) <= room) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo == 0 ? maxElems : lo * align;
+}
+
 void Executor::accountStaging(size_t grown) {
   stats_.stagingBytes += grown;
   stats_.peakStagingBytes = std::max(stats_.peakStagingBytes, stats_.stagingBytes);

@@ -110,6 +110,11 @@ class Executor {
 
   /// Chunk size in elements for `chunkBytes` of fp32 under `codec` (a multiple of its bucket).
   static size_t chunkElemsFor(const CodecConfig& codec, size_t chunkBytes);
+  /// The largest chunk of at most `maxElems` elements (a multiple of the bucket) whose message
+  /// (encoding and header) still leaves kEagerHeadroom bytes of an `eagerBytes` limit for the
+  /// transport's own header; `maxElems` when `eagerBytes` is 0 or not even one bucket fits.
+  static size_t eagerChunkElems(const CodecConfig& codec, size_t eagerBytes, size_t maxElems);
+  static constexpr size_t kEagerHeadroom = 128;
 
   const ExecStats& stats() const { return stats_; }
   /// Frees the staging slots and allocates later ones with `a`. Call between collectives only.

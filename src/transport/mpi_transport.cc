@@ -241,6 +241,7 @@ class MpiTransport final : public Transport {
       throwMpi(rc, "MPI_Irecv of the abort channel");
     }
     hosts_ = findHosts();
+    eagerBytes_ = mpiTcpEagerBytes();
     nbcRing_ = std::make_unique<NbcRing>(size_, nbcRing);
   }
 
@@ -278,6 +279,7 @@ class MpiTransport final : public Transport {
   }
 
   void progress() override { matchPending(); }
+  size_t eagerBytes() const override { return eagerBytes_; }
   bool hasNativeAllreduce() const override { return true; }
 
   RequestPtr iallreduceSum(const float* send, float* recv, size_t count) override {
@@ -409,6 +411,7 @@ class MpiTransport final : public Transport {
   int rank_ = 0;
   int size_ = 0;
   std::vector<int> hosts_;  // hostOfRanks()
+  size_t eagerBytes_ = 0;   // eagerBytes()
   int abortTag_ = 0;
   uint32_t tagLimit_ = 0;
   MPI_Request abortRecv_ = MPI_REQUEST_NULL;
@@ -476,6 +479,60 @@ void MpiRequest::release() noexcept {
 }
 
 }  // namespace
+
+namespace {
+
+// One control variable of the MPI tool interface, bound to no object: an integer of any width
+// (`*number`) or a string (`*text`). False where the library has no such variable.
+bool readCvar(const char* wanted, uint64_t* number, std::string* text) {
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return false;
+  bool ok = false;
+  int index = -1;
+  char name[128], desc[8];
+  int nameLen = sizeof name, descLen = sizeof desc, verbosity = 0, bind = 0, scope = 0, count = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  MPI_T_enum enumType = MPI_T_ENUM_NULL;
+  MPI_T_cvar_handle handle = MPI_T_CVAR_HANDLE_NULL;
+  if (MPI_T_cvar_get_index(wanted, &index) == MPI_SUCCESS &&
+      MPI_T_cvar_get_info(index, name, &nameLen, &verbosity, &type, &enumType, desc, &descLen, &bind, &scope) ==
+          MPI_SUCCESS &&
+      bind == MPI_T_BIND_NO_OBJECT && MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+    if (type == MPI_CHAR && text != nullptr && count > 0 && count <= 65536) {
+      std::vector<char> buf(static_cast<size_t>(count) + 1, '\0');
+      ok = MPI_T_cvar_read(handle, buf.data()) == MPI_SUCCESS;
+      if (ok) *text = buf.data();
+    } else if (number != nullptr && count == 1) {
+      if (type == MPI_INT || type == MPI_UNSIGNED) {
+        unsigned v = 0;
+        ok = MPI_T_cvar_read(handle, &v) == MPI_SUCCESS;
+        *number = v;
+      } else if (type == MPI_UNSIGNED_LONG || type == MPI_UNSIGNED_LONG_LONG || type == MPI_COUNT || type == MPI_LONG ||
+                 type == MPI_LONG_LONG) {
+        unsigned long long v = 0;
+        ok = MPI_T_cvar_read(handle, &v) == MPI_SUCCESS;
+        *number = v;
+      }
+    }
+    MPI_T_cvar_handle_free(&handle);
+  }
+  MPI_T_finalize();
+  return ok;
+}
+
+}  // namespace
+
+size_t mpiTcpEagerBytes() {
+  uint64_t limit = 0;
+  if (!mpiUsable() || !readCvar("btl_tcp_eager_limit", &limit, nullptr)) return 0;
+  // A btl list that leaves tcp out ("self,vader", "^tcp") means the limit is not the one in use.
+  std::string btl;
+  if (readCvar("btl", nullptr, &btl) && !btl.empty()) {
+    const bool listed = btl.find("tcp") != std::string::npos;
+    if (btl[0] == '^' ? listed : !listed) return 0;
+  }
+  return static_cast<size_t>(std::min<uint64_t>(limit, INT_MAX));
+}
 
 TransportPtr makeMpiTransport(int64_t mpiCommFortran, const MpiTransportOptions& options) {
   QCCL_CHECK(mpiUsable(), ErrorCode::kInvalidUsage, "makeMpiTransport: MPI is not initialized (or already finalized)");

@@ -26,4 +26,9 @@ struct MpiTransportOptions {
 /// Throws Error(kInvalidUsage) when MPI is not initialized or already finalized.
 TransportPtr makeMpiTransport(int64_t mpiCommFortran, const MpiTransportOptions& options = {});
 
+/// Open MPI's eager limit over TCP (the control variable btl_tcp_eager_limit, read through the MPI
+/// tool interface; it counts the library's own message header), or 0 where the MPI library has no
+/// such variable or its btl selection excludes tcp. What the MPI transport's eagerBytes() reports.
+size_t mpiTcpEagerBytes();
+
 }  // namespace qccl

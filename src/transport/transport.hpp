@@ -87,6 +87,11 @@ class Transport {
   /// result is the same on every rank.
   virtual RequestPtr iallreduceSum(const float* /*send*/, float* /*recv*/, size_t /*count*/) { return nullptr; }
 
+  /// Messages of at most this many bytes to a rank on another host leave at once; a longer one
+  /// first waits for the receiver's reply (a rendezvous), which travels on the same connection as
+  /// the receiver's own outgoing data, behind whatever of it is queued. 0: no such limit to heed.
+  virtual size_t eagerBytes() const { return 0; }
+
   /// Host index of every rank (0..H-1 in the order of each host's lowest rank; host_key.hpp says
   /// how transports find it). Default: one host.
   virtual std::vector<int> hostOfRanks() const { return std::vector<int>(static_cast<size_t>(size()), 0); }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -12,6 +13,9 @@
 
 #include "coll_test_util.hpp"
 #include "core/config.hpp"
+#include "core/executor.hpp"
+#include "core/options.hpp"
+#include "core/plan.hpp"
 #include "transport/mpi_transport.hpp"
 
 // Every C++ heap allocation of the process, counted by alloc_counter.cc (MPI's own use malloc).
@@ -152,6 +156,74 @@ TEST(MpiColl, AllreduceMatchesReference) {
   CommStats s = comm->stats();
   EXPECT_GT(s.bytesSent, 0u);
   EXPECT_EQ(s.calls, 24u);
+}
+
+// The bytes this rank's ring sends (headers included) when its chunks hold `chunkElems` elements.
+uint64_t ringBytesSent(const CodecConfig& cfg, int rank, int n, size_t count, size_t chunkElems) {
+  const Plan plan = planRing(rank, n, count, cfg.bucket);
+  uint64_t bytes = 0;
+  for (const PlanStep& st : plan.steps) {
+    for (const Transfer& tr : st.sends) {
+      if (tr.peer == rank) continue;
+      const size_t len = tr.range.size();
+      if (len == 0) bytes += encodedBytes(cfg, 0);
+      for (size_t b = 0; b < len; b += chunkElems) bytes += encodedBytes(cfg, std::min(chunkElems, len - b));
+    }
+  }
+  return bytes;
+}
+
+// A ring whose neighbours sit on different hosts (QCCL_HOST_ID by rank parity) over Open MPI's TCP
+// cuts its chunks to the eager limit (communicator.cc, ringCrossesHosts), unless the options name a
+// chunk size: same sums bit for bit, and exactly the extra headers of the smaller chunks.
+TEST(MpiColl, RingAcrossHostsCutsChunksToTheEagerLimit) {
+  const size_t eager = mpiTcpEagerBytes();
+  if (eager == 0) GTEST_SKIP() << "no TCP eager limit in this MPI job";
+  int worldRank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
+  setenv("QCCL_HOST_ID", worldRank % 2 ? "odd" : "even", 1);
+  Options opts;
+  opts.timeoutSec = 60;
+  opts.localCompress = true;
+  auto cut = worldComm(opts);
+  opts.chunkBytes = 4 << 20;  // the size the ring would take by its codec
+  auto whole = worldComm(opts);
+  unsetenv("QCCL_HOST_ID");
+  const int n = cut->size(), rank = cut->rank();
+  uint64_t nextId = 1;
+  for (CodecId codec : {CodecId::kFp32, CodecId::kFp16}) {
+    for (size_t count : {size_t{7}, size_t{100003}, size_t{1} << 20}) {
+      SCOPED_TRACE(std::string(codecName(codec)) + " count " + std::to_string(count));
+      CodecConfig cfg;
+      cfg.codec = codec;
+      cfg = resolveConfig(cfg);
+      std::vector<std::vector<float>> x;
+      for (int r = 0; r < n; ++r) x.push_back(exactInput(count, r));
+      TensorOpts t;
+      t.codec = codec;
+      t.algo = Algo::kRing;
+      const std::vector<float> ref = refRing(cfg, x);
+      uint64_t sent[2];
+      int i = 0;
+      for (Communicator* comm : {cut.get(), whole.get()}) {
+        t.id = nextId++;
+        std::vector<float> out(count);
+        const uint64_t before = comm->stats().bytesSent;
+        comm->allreduce(x[rank].data(), out.data(), count, DataType::kFloat32, RedOp::kSum, t);
+        sent[i++] = comm->stats().bytesSent - before;
+        ASSERT_TRUE(bitEqual(out, ref));
+      }
+      const size_t eagerElems =
+          Executor::eagerChunkElems(cfg, eager, Executor::chunkElemsFor(cfg, chunkBytesFor(cfg.codec)));
+      ASSERT_LT(eagerElems, size_t{1} << 20);
+      const uint64_t extra = ringBytesSent(cfg, rank, n, count, eagerElems) -
+                             ringBytesSent(cfg, rank, n, count, Executor::chunkElemsFor(cfg, size_t{4} << 20));
+      EXPECT_EQ(sent[0] - sent[1], extra);
+      if (count == size_t{1} << 20) {
+        EXPECT_GT(extra, 0u);
+      }
+    }
+  }
 }
 
 TEST(MpiColl, AllgatherCompressed) {

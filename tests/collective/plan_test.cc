@@ -4,7 +4,9 @@
 #include <map>
 #include <tuple>
 
+#include "core/executor.hpp"
 #include "core/plan.hpp"
+#include "qccl/codec.hpp"
 
 namespace qccl {
 namespace {
@@ -183,6 +185,44 @@ TEST(Plan, RingReducesEveryElementOnceFromEveryRank) {
         for (size_t i = 0; i < count; ++i) ASSERT_EQ(have[r][i], (1u << n) - 1) << "rank " << r << " elem " << i;
     }
   }
+}
+
+// A ring across hosts cuts its chunks to the transport's eager limit (communicator.cc): the largest
+// whole number of buckets whose message leaves the transport's headroom, never above the codec's
+// own chunk; nothing changes without a limit or when not even one bucket fits.
+TEST(Plan, EagerChunksFitTheLimit) {
+  for (CodecId codec : {CodecId::kFp32, CodecId::kFp16, CodecId::kBf16, CodecId::kOneBit, CodecId::kMaxMin}) {
+    CodecConfig cfg;
+    cfg.codec = codec;
+    cfg.bits = codec == CodecId::kMaxMin ? 4 : 0;
+    cfg = resolveConfig(cfg);
+    const size_t align = cfg.bucket ? cfg.bucket : 32;
+    const size_t big = Executor::chunkElemsFor(cfg, size_t{4} << 20);
+    for (size_t eager : {size_t{4096}, size_t{65536}, size_t{1} << 20}) {
+      SCOPED_TRACE(std::string(codecName(codec)) + " eager " + std::to_string(eager));
+      const size_t c = Executor::eagerChunkElems(cfg, eager, big);
+      const size_t room = eager - Executor::kEagerHeadroom;
+      ASSERT_GT(c, 0u);
+      EXPECT_EQ(c % align, 0u);
+      EXPECT_LE(c, big);
+      if (encodedBytes(cfg, align) > room) {
+        EXPECT_EQ(c, big);  // nothing fits: the codec's chunk stands
+        continue;
+      }
+      EXPECT_LE(encodedBytes(cfg, c), room);
+      if (c < big) {
+        EXPECT_GT(encodedBytes(cfg, c + align), room);
+      }
+    }
+    EXPECT_EQ(Executor::eagerChunkElems(cfg, 0, big), big);
+    EXPECT_EQ(Executor::eagerChunkElems(cfg, Executor::kEagerHeadroom, big), big);
+    EXPECT_EQ(Executor::eagerChunkElems(cfg, 65536, align), align);  // one bucket, fitting or not
+  }
+  CodecConfig fp32;
+  fp32 = resolveConfig(fp32);
+  // fp32 under Open MPI's 64 KiB: 16352 floats (65408 bytes) and the header stay below 65408.
+  const size_t c = Executor::eagerChunkElems(fp32, 65536, size_t{1} << 20);
+  EXPECT_EQ(c, (65536 - Executor::kEagerHeadroom - kWireHeaderBytes) / 4 / 32 * 32);
 }
 
 TEST(Plan, AllgatherPlansMatchAndCover) {

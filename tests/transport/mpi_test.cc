@@ -53,6 +53,20 @@ TEST(Mpi, HostGrouping) {
   for (int r = 0; r < u->size(); ++r) EXPECT_EQ(two[r], r % 2) << "rank " << r;
 }
 
+// eagerBytes(): Open MPI's TCP eager limit where this job's btl list has tcp (np 2: self,tcp; np 4:
+// self,tcp,vader; CMakeLists.txt), 0 where it has not (np 3: self,vader).
+TEST(Mpi, EagerBytesFollowTheBtlList) {
+  auto t = world();
+  const char* btl = std::getenv("OMPI_MCA_btl");
+  if (btl == nullptr) GTEST_SKIP() << "not started with --mca btl (OMPI_MCA_btl unset)";
+  EXPECT_EQ(t->eagerBytes(), mpiTcpEagerBytes());
+  if (std::string(btl).find("tcp") != std::string::npos) {
+    EXPECT_EQ(t->eagerBytes(), 65536u) << "btl " << btl << ": Open MPI's default btl_tcp_eager_limit";
+  } else {
+    EXPECT_EQ(t->eagerBytes(), 0u) << "btl " << btl;
+  }
+}
+
 // Ring exchange on the transport while the application sends on MPI_COMM_WORLD with the same
 // tag: each side must receive only its own traffic.
 TEST(Mpi, RingIsolatedFromApplication) {
