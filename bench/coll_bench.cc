@@ -30,7 +30,6 @@
 #include "qccl/codec.hpp"
 #include "qccl/qccl.h"
 #include "qccl/qccl_mpi.h"
-#include "transport/mpi_transport.hpp"
 #include "wire_probe.hpp"
 
 namespace collbench {
@@ -380,21 +379,18 @@ SchedCounts schedCounts() {
 
 // The pipeline of one flat allreduce as the library cuts it (communicator.cc, executor.cc): chunk
 // rounds and the bytes of one chunk's message. sra's rounds cover one shard, the allgather
-// schedule's the whole tensor, the ring's 2(n - 1) steps of one shard each. A ring across hosts
-// over MPI cuts its chunks to the TCP eager limit (communicator.cc, ringCrossesHosts).
+// schedule's the whole tensor, the ring's 2(n - 1) steps of one shard each.
 struct ChunkPlan {
   size_t rounds = 1, msgBytes = 0;
   int phases = 1;
 };
-ChunkPlan chunkPlan(const Bench& b, const char* algo, size_t count, bool acrossHosts = false) {
+ChunkPlan chunkPlan(const Bench& b, const char* algo, size_t count) {
   qccl::CodecConfig cc;
   cc.codec = static_cast<qccl::CodecId>(b.opts.codec);
   cc.bits = b.opts.bits;
   cc = qccl::resolveConfig(cc);
-  size_t chunkElems =
+  const size_t chunkElems =
       qccl::Executor::chunkElemsFor(cc, b.cfg.chunkBytes ? b.cfg.chunkBytes : qccl::chunkBytesFor(cc.codec));
-  if (std::strcmp(algo, "ring") == 0 && acrossHosts && b.cfg.chunkBytes == 0 && b.a.transport == "mpi")
-    chunkElems = qccl::Executor::eagerChunkElems(cc, qccl::mpiTcpEagerBytes(), chunkElems);
   const size_t n = static_cast<size_t>(gSize);
   const bool whole = std::strcmp(algo, "allgather") == 0;
   const size_t span = std::max<size_t>(1, whole ? count : (count + n - 1) / n);
@@ -568,7 +564,7 @@ bench::LinkFit applyModel(const Bench& b, std::vector<Row>* rows) {
       m.slowdown = fit.ok ? std::max(0.0, r.probeS - m.fixedS) / (r.probeBytes * fit.beta) : 1;
       r.wireModelS = r.probeS;
     } else if (fit.ok) {
-      m.chunkRounds = static_cast<double>(chunkPlan(b, algo, r.count, r.interHostBytes > 0).rounds);
+      m.chunkRounds = static_cast<double>(chunkPlan(b, algo, r.count).rounds);
       r.chunkRounds = m.chunkRounds;
       m.bytes = r.wireBytes;
       r.wireModelS = m.fixedS + m.bytes * fit.beta;

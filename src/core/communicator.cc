@@ -73,14 +73,16 @@ bool allOnOneHost(const std::vector<int>& hostOfRank) {
 // Some neighbours of the ring (rank r sends to r + 1) on different hosts. The same answer on every
 // rank, so every rank cuts the ring's chunks alike.
 //
-// Why the ring then cuts chunks to the transport's eager limit (Transport::eagerBytes): over
-// Open MPI's TCP a message above it waits for the receiver's reply, and that reply queues behind
-// the receiver's own outgoing data on the same connection and link, so the rank that starts a
-// step later waits longest. On 2 emulated hosts at 1 Gbit/s the fp32 ring's steps (8 MiB each way
-// at 16 MiB, which plain MPI exchanges in 70 ms) ran at about half the line rate; eager chunks
-// need no reply. bench/RESULTS.md, "The ring's chunks at the eager limit", has the measurements.
-// sra's all-to-all is not cut so: on 2 cores shared by 4 ranks its codec work is the bottleneck,
-// and the many more messages cost it more CPU than the handshakes cost it time.
+// Why the fp32 ring then cuts its chunks to the transport's eager limit (Transport::eagerBytes):
+// over Open MPI's TCP a message above it waits for the receiver's reply, and that reply queues
+// behind the receiver's own outgoing data on the same connection and link, so the rank that starts
+// a step later waits longest. On 2 emulated hosts at 1 Gbit/s the fp32 ring's steps (8 MiB each
+// way at 16 MiB, which plain MPI exchanges in 70 ms) ran at about half the line rate; eager chunks
+// need no reply: 0.55-0.64x the time on 2 hosts, 0.85x on 4, level with gloo (bench/RESULTS.md,
+// "The ring's chunks at the eager limit"). They cost 40-75% more CPU per call, so only the fp32
+// ring takes them: the fp16 ring's 512 KB messages ran as fast uncut on 4 hosts and faster on 2
+// at 16 MiB (73 against 84 ms), and sra's all-to-all, bound by codec work on 2 cores shared by 4
+// ranks, spent 12-20% more CPU with eager chunks and was no faster.
 bool ringCrossesHosts(const std::vector<int>& hostOfRank) {
   for (size_t r = 0; r < hostOfRank.size(); ++r)
     if (hostOfRank[r] != hostOfRank[(r + 1) % hostOfRank.size()]) return true;
@@ -388,6 +390,7 @@ Selection Communicator::Impl::decide(const TensorOpts& t, size_t count, DataType
   in.errorFeedback = opts.errorFeedback;
   in.hasId = t.id != 0;
   in.nativeAvailable = count <= static_cast<size_t>(INT32_MAX) && transport->hasNativeAllreduce();
+  if (ringEagerBytes > 0 && transport->size() >= 4 && !space.isDevice()) in.ringOverNativeBytes = kRingOverNativeBytes;
   Selection s = selectAlgorithm(in);
   *state = nullptr;
   *trial = -1;
@@ -624,7 +627,7 @@ void Communicator::Impl::runNative(const float* in, float* out, size_t count) {
 bool Communicator::Impl::runPlan(const Plan& plan, const float* src, float* dst, const Selection& s, TensorState* st,
                                  uint32_t seq, MemorySpace& space, RedOp op) {
   ExecParams p = params(s.codec, seq, space.ops());
-  if (s.algo == Algo::kRing && opts.chunkBytes == 0)
+  if (s.algo == Algo::kRing && s.codec.codec == CodecId::kFp32 && opts.chunkBytes == 0)
     p.chunkElems = Executor::eagerChunkElems(s.codec, ringEagerBytes, p.chunkElems);
   const bool fused = averageInDecode(plan, p, op);
   if (s.errorFeedback) {

@@ -25,7 +25,8 @@ Selection uncompressed(const SelectInput& in, bool mayNative) {
   s.codec = resolveConfig(CodecConfig{});
   s.algo = Algo::kRing;
   s.shm = mayNative && in.shmAvailable;
-  s.native = mayNative && in.nativeAvailable && !s.shm;
+  const bool ringFirst = in.ringOverNativeBytes > 0 && in.count * sizeof(float) >= in.ringOverNativeBytes;
+  s.native = mayNative && in.nativeAvailable && !s.shm && !ringFirst;
   return s;
 }
 

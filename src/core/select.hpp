@@ -25,7 +25,16 @@ struct SelectInput {
   bool shmAvailable = false;     ///< every rank is on one host and maps the shared segment (shm_group.hpp)
   bool deviceBuffers = false;    ///< the call's buffers are device memory
   bool localCompress = false;    ///< Options::localCompress
+  /// From this many bytes of fp32 data `auto` sums uncompressed tensors in its own ring rather
+  /// than the transport's library (0: never). The communicator sets it where the ring crosses hosts
+  /// with chunks at the transport's eager limit, on 4 ranks or more (kRingOverNativeBytes).
+  size_t ringOverNativeBytes = 0;
 };
+
+/// See SelectInput::ringOverNativeBytes. On 4 and 8 emulated hosts at 1 Gbit/s the fp32 ring at the
+/// eager limit took 0.82-0.99x MPI_Iallreduce's time from 4 MiB to 64 MiB, and 1.00-1.39x at 1 MiB
+/// (bench/RESULTS.md, "The ring's chunks at the eager limit").
+constexpr size_t kRingOverNativeBytes = size_t{4} << 20;
 
 /// What to run.
 struct Selection {
@@ -39,8 +48,9 @@ struct Selection {
 /// The rule of `auto`, and the checks of an explicit request:
 ///   - warm-up, codec fp32, or a tensor below minCompressBytes of fp32 data: uncompressed; `auto`
 ///     sums it in shared memory when every rank is on one host (shmAvailable), else hands it to the
-///     transport's library when it has one (nativeAvailable), else to the fp32 ring
-///     (bandwidth-optimal, exact up to the summation order);
+///     transport's library when it has one (nativeAvailable) unless the tensor has
+///     ringOverNativeBytes or more, else to the fp32 ring (bandwidth-optimal, exact up to the
+///     summation order);
 ///   - `auto` with the shared segment and host buffers, whatever the codec (unless localCompress):
 ///     uncompressed in the segment too, since there no codec's passes over the data cost less than
 ///     copying fp32 (bench/RESULTS.md, "One host: compression does not pay");

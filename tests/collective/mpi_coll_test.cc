@@ -16,6 +16,7 @@
 #include "core/executor.hpp"
 #include "core/options.hpp"
 #include "core/plan.hpp"
+#include "core/select.hpp"
 #include "transport/mpi_transport.hpp"
 
 // Every C++ heap allocation of the process, counted by alloc_counter.cc (MPI's own use malloc).
@@ -173,10 +174,10 @@ uint64_t ringBytesSent(const CodecConfig& cfg, int rank, int n, size_t count, si
   return bytes;
 }
 
-// A ring whose neighbours sit on different hosts (QCCL_HOST_ID by rank parity) over Open MPI's TCP
-// cuts its chunks to the eager limit (communicator.cc, ringCrossesHosts), unless the options name a
-// chunk size: same sums bit for bit, and exactly the extra headers of the smaller chunks.
-TEST(MpiColl, RingAcrossHostsCutsChunksToTheEagerLimit) {
+// An fp32 ring whose neighbours sit on different hosts (QCCL_HOST_ID by rank parity) over Open MPI's
+// TCP cuts its chunks to the eager limit (communicator.cc, ringCrossesHosts), unless the options
+// name a chunk size: same sums bit for bit, and exactly the extra headers of the smaller chunks.
+TEST(MpiColl, Fp32RingAcrossHostsCutsChunksToTheEagerLimit) {
   const size_t eager = mpiTcpEagerBytes();
   if (eager == 0) GTEST_SKIP() << "no TCP eager limit in this MPI job";
   int worldRank = 0;
@@ -213,14 +214,34 @@ TEST(MpiColl, RingAcrossHostsCutsChunksToTheEagerLimit) {
         sent[i++] = comm->stats().bytesSent - before;
         ASSERT_TRUE(bitEqual(out, ref));
       }
-      const size_t eagerElems =
-          Executor::eagerChunkElems(cfg, eager, Executor::chunkElemsFor(cfg, chunkBytesFor(cfg.codec)));
-      ASSERT_LT(eagerElems, size_t{1} << 20);
-      const uint64_t extra = ringBytesSent(cfg, rank, n, count, eagerElems) -
+      // Only the fp32 ring is cut; the fp16 ring keeps its codec's chunk (1 MiB of fp32).
+      const size_t own = Executor::chunkElemsFor(cfg, chunkBytesFor(cfg.codec));
+      const size_t elems = codec == CodecId::kFp32 ? Executor::eagerChunkElems(cfg, eager, own) : own;
+      ASSERT_LT(elems, size_t{1} << 20);
+      const uint64_t extra = ringBytesSent(cfg, rank, n, count, elems) -
                              ringBytesSent(cfg, rank, n, count, Executor::chunkElemsFor(cfg, size_t{4} << 20));
       EXPECT_EQ(sent[0] - sent[1], extra);
-      if (count == size_t{1} << 20) {
+      if (count == size_t{1} << 20 && codec == CodecId::kFp32) {
         EXPECT_GT(extra, 0u);
+      }
+    }
+  }
+  // `auto` with nothing to compress: from kRingOverNativeBytes on 4 ranks or more this ring, below
+  // it (and on 2-3 ranks) the library's allreduce; exact sums either way.
+  for (size_t count : {kRingOverNativeBytes / 4 - 32, kRingOverNativeBytes / 4}) {
+    for (bool inPlace : {false, true}) {
+      std::vector<float> buf = exactInput(count, rank), out(count, -1.0f);
+      float* dst = inPlace ? buf.data() : out.data();
+      TensorOpts t;
+      t.id = nextId++;
+      cut->allreduce(buf.data(), dst, count, DataType::kFloat32, RedOp::kSum, t);
+      int path = -1;
+      EXPECT_EQ(cut->lastAlgo(&path), Algo::kRing);
+      const bool ring = n >= 4 && count * sizeof(float) >= kRingOverNativeBytes;
+      EXPECT_EQ(path, ring ? 0 : 1) << "count " << count;
+      for (size_t i = 0; i < count; ++i) {
+        const float sum = static_cast<float>(n * (static_cast<double>(i % 2053) - 1000.0) + n * (n - 1) / 2.0);
+        ASSERT_EQ(dst[i], sum) << "element " << i << " of " << count << (inPlace ? " in place" : "");
       }
     }
   }

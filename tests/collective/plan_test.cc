@@ -220,7 +220,7 @@ TEST(Plan, EagerChunksFitTheLimit) {
   }
   CodecConfig fp32;
   fp32 = resolveConfig(fp32);
-  // fp32 under Open MPI's 64 KiB: 16352 floats (65408 bytes) and the header stay below 65408.
+  // fp32 under Open MPI's 64 KiB: 16320 floats, a 65312-byte message with its header, below 65408.
   const size_t c = Executor::eagerChunkElems(fp32, 65536, size_t{1} << 20);
   EXPECT_EQ(c, (65536 - Executor::kEagerHeadroom - kWireHeaderBytes) / 4 / 32 * 32);
 }

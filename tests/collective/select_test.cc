@@ -32,6 +32,35 @@ TEST(Select, AutoUncompressedGoesNativeWhenTheTransportHasIt) {
   EXPECT_EQ(s.algo, Algo::kRing);
 }
 
+// Where the communicator sets ringOverNativeBytes (a ring across hosts at the eager limit, 4 ranks or
+// more), uncompressed tensors from that size on take qccl's fp32 ring; smaller ones, compressed
+// ones and warm-up calls below it stay as they were.
+TEST(Select, AutoUncompressedTakesTheRingFromRingOverNativeBytes) {
+  SelectInput in = input(CodecId::kFp32, kRingOverNativeBytes / 4, 4);
+  in.nativeAvailable = true;
+  in.ringOverNativeBytes = kRingOverNativeBytes;
+  Selection s = selectAlgorithm(in);
+  EXPECT_FALSE(s.native);
+  EXPECT_FALSE(s.shm);
+  EXPECT_EQ(s.algo, Algo::kRing);
+  EXPECT_EQ(s.codec.codec, CodecId::kFp32);
+  EXPECT_FALSE(s.errorFeedback);
+  in.count = kRingOverNativeBytes / 4 - 1;
+  EXPECT_TRUE(selectAlgorithm(in).native);
+  in.count = kRingOverNativeBytes;
+  in.codec.codec = CodecId::kOneBit;
+  s = selectAlgorithm(in);
+  EXPECT_FALSE(s.native);
+  EXPECT_EQ(s.algo, Algo::kSra);
+  in.warmup = true;  // a warm-up call of a large tensor: uncompressed, in the ring too
+  s = selectAlgorithm(in);
+  EXPECT_FALSE(s.native);
+  EXPECT_EQ(s.algo, Algo::kRing);
+  EXPECT_EQ(s.codec.codec, CodecId::kFp32);
+  in.ringOverNativeBytes = 0;
+  EXPECT_TRUE(selectAlgorithm(in).native);
+}
+
 TEST(Select, AutoBelowTheThresholdIsUncompressedWhateverTheCodec) {
   SelectInput in = input(CodecId::kOneBit, 10000, 4);  // 40000 bytes < 64 KiB
   in.nativeAvailable = true;
