@@ -108,8 +108,8 @@ typedef enum {
  *    QCCL_MIN_COMPRESS minCompressBytes below this tensor size auto sends fp32 (default 65536)
  *    QCCL_CHUNK_BYTES  chunkBytes       pipeline chunk, fp32 bytes (default 0: by the codec on the
  *                                       wire, 4 MiB for fp32, onebit and signscale, 1 MiB for the
- *                                       others; a ring across hosts over Open MPI's TCP cuts
- *                                       them to messages within its eager limit)
+ *                                       others; the fp32 ring across hosts over Open MPI's TCP
+ *                                       cuts them to messages within its eager limit)
  *    QCCL_PIPELINE     pipelineDepth    chunks in flight per peer (default 2)
  *    QCCL_TIMEOUT      timeoutSec       seconds any wait may take (default 300)
  *    QCCL_WARMUP       warmupCalls      first N calls per tensor uncompressed (default 0)

@@ -47,8 +47,8 @@ struct Options {
   size_t minCompressBytes = 64 << 10;  ///< auto: tensors smaller than this go uncompressed
   size_t chunkBytes = 0;               ///< pipeline chunk size in fp32 bytes, at most kMaxChunkBytes;
                                        ///< 0: by the codec on the wire (chunkBytesFor()), and
-                                       ///< a ring across hosts within the transport's eager
-                                       ///< limit (Transport::eagerBytes)
+                                       ///< the fp32 ring across hosts within the transport's
+                                       ///< eager limit (Transport::eagerBytes)
   int pipelineDepth = 2;               ///< chunks in flight per peer, 1..kMaxPipelineDepth
   double timeoutSec = 300.0;           ///< any single wait
   int warmupCalls = 0;                 ///< first N calls of each tensor are sent uncompressed
