@@ -79,7 +79,7 @@ bool allOnOneHost(const std::vector<int>& hostOfRank) {
 // a step later waits longest. On 2 emulated hosts at 1 Gbit/s the fp32 ring's steps (8 MiB each
 // way at 16 MiB, which plain MPI exchanges in 70 ms) ran at about half the line rate; eager chunks
 // need no reply: 0.55-0.64x the time on 2 hosts, 0.85x on 4, level with gloo (bench/RESULTS.md,
-// "The ring's chunks at the eager limit"). They cost 40-75% more CPU per call, so only the fp32
+// "The ring's chunks at the eager limit"). They cost 41-80% more CPU per call, so only the fp32
 // ring takes them: the fp16 ring's 512 KB messages ran as fast uncut on 4 hosts and faster on 2
 // at 16 MiB (73 against 84 ms), and sra's all-to-all, bound by codec work on 2 cores shared by 4
 // ranks, spent 12-20% more CPU with eager chunks and was no faster.
@@ -139,7 +139,8 @@ struct Communicator::Impl {
   static constexpr int kNativeFlag = 256, kShmFlag = 512, kCheckFlag = 768;
   const bool hostsShared;  // where hier differs from flat (sharesHosts())
   const bool oneHost;      // every rank on one host (allOnOneHost())
-  // The transport's eager limit where the ring crosses hosts, else 0: ringChunkElems().
+  // The transport's eager limit where the ring crosses hosts, else 0 (runPlan cuts the fp32 ring's
+  // chunks to it, decide() lets `auto` prefer that ring over the library's allreduce).
   const size_t ringEagerBytes;
   // The shared segment of `auto` on one host: set up by the first `auto` allreduce (setupShm()),
   // the same answer on every rank. 0: not tried yet, 1: in use, -1: off.

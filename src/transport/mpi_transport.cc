@@ -145,6 +145,62 @@ class MpiRequest final : public Request {
   MPI_Request req_ = MPI_REQUEST_NULL;
 };
 
+// A control variable of the MPI tool interface bound to no object (MPI_T initialized): a handle to
+// it with its type, scope and element count. False where the library has no such variable.
+struct Cvar {
+  MPI_T_cvar_handle handle = MPI_T_CVAR_HANDLE_NULL;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  int scope = 0;
+  int count = 0;
+};
+
+bool openCvar(const char* wanted, Cvar* out) {
+  int index = -1;
+  char name[128], desc[8];
+  int nameLen = sizeof name, descLen = sizeof desc, verbosity = 0, bind = 0;
+  MPI_T_enum enumType = MPI_T_ENUM_NULL;
+  if (MPI_T_cvar_get_index(wanted, &index) != MPI_SUCCESS ||
+      MPI_T_cvar_get_info(index, name, &nameLen, &verbosity, &out->type, &enumType, desc, &descLen, &bind,
+                          &out->scope) != MPI_SUCCESS ||
+      bind != MPI_T_BIND_NO_OBJECT) {
+    return false;
+  }
+  if (MPI_T_cvar_handle_alloc(index, nullptr, &out->handle, &out->count) != MPI_SUCCESS) {
+    out->handle = MPI_T_CVAR_HANDLE_NULL;
+    return false;
+  }
+  return true;
+}
+
+// Reads one such variable once: an integer of any width (`*number`) or a string (`*text`).
+bool readCvar(const char* wanted, uint64_t* number, std::string* text) {
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return false;
+  bool ok = false;
+  Cvar v;
+  if (openCvar(wanted, &v)) {
+    if (v.type == MPI_CHAR && text != nullptr && v.count > 0 && v.count <= 65536) {
+      std::vector<char> buf(static_cast<size_t>(v.count) + 1, '\0');
+      ok = MPI_T_cvar_read(v.handle, buf.data()) == MPI_SUCCESS;
+      if (ok) *text = buf.data();
+    } else if (number != nullptr && v.count == 1) {
+      if (v.type == MPI_INT || v.type == MPI_UNSIGNED) {
+        unsigned x = 0;
+        ok = MPI_T_cvar_read(v.handle, &x) == MPI_SUCCESS;
+        *number = x;
+      } else if (v.type == MPI_UNSIGNED_LONG || v.type == MPI_UNSIGNED_LONG_LONG || v.type == MPI_COUNT ||
+                 v.type == MPI_LONG || v.type == MPI_LONG_LONG) {
+        unsigned long long x = 0;
+        ok = MPI_T_cvar_read(v.handle, &x) == MPI_SUCCESS;
+        *number = x;
+      }
+    }
+    MPI_T_cvar_handle_free(&v.handle);
+  }
+  MPI_T_finalize();
+  return ok;
+}
+
 // Open MPI's nonblocking allreduce (coll/libnbc) chooses, on fewer than 4 ranks, a binomial
 // reduce to one rank and then a broadcast: the whole vector crosses each link one way and then the
 // other, never both at once. On 2 emulated hosts at 1 Gbit/s a 16 MiB MPI_Iallreduce took 255-262 ms
@@ -166,21 +222,12 @@ class NbcRing {
     int provided = 0;
     if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return;
     initialized_ = true;
-    int index = -1;
-    if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) != MPI_SUCCESS) return;
-    char name[128], desc[8];
-    int nameLen = sizeof name, descLen = sizeof desc, verbosity = 0, bind = 0, scope = 0;
-    MPI_Datatype type = MPI_DATATYPE_NULL;
-    MPI_T_enum enumType = MPI_T_ENUM_NULL;
-    if (MPI_T_cvar_get_info(index, name, &nameLen, &verbosity, &type, &enumType, desc, &descLen, &bind, &scope) !=
-            MPI_SUCCESS ||
-        type != MPI_INT || bind != MPI_T_BIND_NO_OBJECT || scope == MPI_T_SCOPE_CONSTANT ||
-        scope == MPI_T_SCOPE_READONLY) {
-      return;
-    }
-    int count = 0;
-    if (MPI_T_cvar_handle_alloc(index, nullptr, &handle_, &count) != MPI_SUCCESS || count != 1) {
-      handle_ = MPI_T_CVAR_HANDLE_NULL;
+    Cvar v;
+    if (!openCvar("coll_libnbc_iallreduce_algorithm", &v)) return;
+    if (v.type == MPI_INT && v.count == 1 && v.scope != MPI_T_SCOPE_CONSTANT && v.scope != MPI_T_SCOPE_READONLY) {
+      handle_ = v.handle;
+    } else {
+      MPI_T_cvar_handle_free(&v.handle);
     }
   }
   ~NbcRing() {
@@ -476,48 +523,6 @@ void MpiRequest::release() noexcept {
   } catch (...) {
     delete this;
   }
-}
-
-}  // namespace
-
-namespace {
-
-// One control variable of the MPI tool interface, bound to no object: an integer of any width
-// (`*number`) or a string (`*text`). False where the library has no such variable.
-bool readCvar(const char* wanted, uint64_t* number, std::string* text) {
-  int provided = 0;
-  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return false;
-  bool ok = false;
-  int index = -1;
-  char name[128], desc[8];
-  int nameLen = sizeof name, descLen = sizeof desc, verbosity = 0, bind = 0, scope = 0, count = 0;
-  MPI_Datatype type = MPI_DATATYPE_NULL;
-  MPI_T_enum enumType = MPI_T_ENUM_NULL;
-  MPI_T_cvar_handle handle = MPI_T_CVAR_HANDLE_NULL;
-  if (MPI_T_cvar_get_index(wanted, &index) == MPI_SUCCESS &&
-      MPI_T_cvar_get_info(index, name, &nameLen, &verbosity, &type, &enumType, desc, &descLen, &bind, &scope) ==
-          MPI_SUCCESS &&
-      bind == MPI_T_BIND_NO_OBJECT && MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
-    if (type == MPI_CHAR && text != nullptr && count > 0 && count <= 65536) {
-      std::vector<char> buf(static_cast<size_t>(count) + 1, '\0');
-      ok = MPI_T_cvar_read(handle, buf.data()) == MPI_SUCCESS;
-      if (ok) *text = buf.data();
-    } else if (number != nullptr && count == 1) {
-      if (type == MPI_INT || type == MPI_UNSIGNED) {
-        unsigned v = 0;
-        ok = MPI_T_cvar_read(handle, &v) == MPI_SUCCESS;
-        *number = v;
-      } else if (type == MPI_UNSIGNED_LONG || type == MPI_UNSIGNED_LONG_LONG || type == MPI_COUNT || type == MPI_LONG ||
-                 type == MPI_LONG_LONG) {
-        unsigned long long v = 0;
-        ok = MPI_T_cvar_read(handle, &v) == MPI_SUCCESS;
-        *number = v;
-      }
-    }
-    MPI_T_cvar_handle_free(&handle);
-  }
-  MPI_T_finalize();
-  return ok;
 }
 
 }  // namespace
