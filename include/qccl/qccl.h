@@ -109,7 +109,8 @@ typedef enum {
  *    QCCL_CHUNK_BYTES  chunkBytes       pipeline chunk, fp32 bytes (default 0: by the codec on the
  *                                       wire, 4 MiB for fp32, onebit and signscale, 1 MiB for the
  *                                       others; the fp32 ring across hosts over Open MPI's TCP
- *                                       cuts them to messages within its eager limit)
+ *                                       cuts them to messages within its eager limit, the fp32
+ *                                       ring over UCX sends 1 MiB)
  *    QCCL_PIPELINE     pipelineDepth    chunks in flight per peer (default 2)
  *    QCCL_TIMEOUT      timeoutSec       seconds any wait may take (default 300)
  *    QCCL_WARMUP       warmupCalls      first N calls per tensor uncompressed (default 0)

@@ -628,8 +628,10 @@ void Communicator::Impl::runNative(const float* in, float* out, size_t count) {
 bool Communicator::Impl::runPlan(const Plan& plan, const float* src, float* dst, const Selection& s, TensorState* st,
                                  uint32_t seq, MemorySpace& space, RedOp op) {
   ExecParams p = params(s.codec, seq, space.ops());
-  if (s.algo == Algo::kRing && s.codec.codec == CodecId::kFp32 && opts.chunkBytes == 0)
+  if (s.algo == Algo::kRing && s.codec.codec == CodecId::kFp32 && opts.chunkBytes == 0) {
+    if (const size_t b = transport->ringChunkBytes()) p.chunkElems = Executor::chunkElemsFor(s.codec, b);
     p.chunkElems = Executor::eagerChunkElems(s.codec, ringEagerBytes, p.chunkElems);
+  }
   const bool fused = averageInDecode(plan, p, op);
   if (s.errorFeedback) {
     if (s.algo == Algo::kSra)

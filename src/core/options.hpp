@@ -48,7 +48,8 @@ struct Options {
   size_t chunkBytes = 0;               ///< pipeline chunk size in fp32 bytes, at most kMaxChunkBytes;
                                        ///< 0: by the codec on the wire (chunkBytesFor()), and
                                        ///< the fp32 ring across hosts within the transport's
-                                       ///< eager limit (Transport::eagerBytes)
+                                       ///< eager limit (Transport::eagerBytes), or in the
+                                       ///< transport's own chunk (Transport::ringChunkBytes)
   int pipelineDepth = 2;               ///< chunks in flight per peer, 1..kMaxPipelineDepth
   double timeoutSec = 300.0;           ///< any single wait
   int warmupCalls = 0;                 ///< first N calls of each tensor are sent uncompressed

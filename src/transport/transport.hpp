@@ -91,6 +91,9 @@ class Transport {
   /// first waits for the receiver's reply (a rendezvous), which travels on the same connection as
   /// the receiver's own outgoing data, behind whatever of it is queued. 0: no such limit to heed.
   virtual size_t eagerBytes() const { return 0; }
+  /// The fp32 ring's chunk in bytes on this transport where it differs from the codec's default
+  /// (options.hpp chunkBytesFor); 0: that default. A chunk size set in the options wins.
+  virtual size_t ringChunkBytes() const { return 0; }
 
   /// Host index of every rank (0..H-1 in the order of each host's lowest rank; host_key.hpp says
   /// how transports find it). Default: one host.

@@ -148,15 +148,12 @@ class UcxTransport final : public Transport {
     ucp_config_t* config = nullptr;
     ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);  // honours UCX_TLS and friends
     if (st != UCS_OK) throwUcs(st, "ucp_config_read");
-    // UCX 1.13's cma transport ends the whole process (a fatal error, not a status) when the peer
-    // whose memory it reads has died: one killed rank would take its survivors down with it.
-    // Unless the user chose the transports, qccl leaves cma out; shared memory still works through
-    // the posix/sysv queues.
-    if (std::getenv("UCX_TLS") == nullptr) {
-      st = ucp_config_modify(config, "TLS", "^cma");
+    // qccl's defaults where the environment sets nothing (ucxConfigDefaults says why).
+    for (const auto& [name, value] : ucxConfigDefaults()) {
+      st = ucp_config_modify(config, name.c_str(), value.c_str());
       if (st != UCS_OK) {
         ucp_config_release(config);
-        throwUcs(st, "ucp_config_modify(TLS=^cma)");
+        throwUcs(st, "ucp_config_modify(" + name + "=" + value + ")");
       }
     }
     ucp_params_t params{};
@@ -230,6 +227,7 @@ class UcxTransport final : public Transport {
   int size() const override { return size_; }
   const char* name() const override { return "ucx"; }
   std::vector<int> hostOfRanks() const override { return hosts_; }
+  size_t ringChunkBytes() const override { return kUcxRingChunkBytes; }
   void limitDrops(Clock::time_point until) override { dropLimit_ = until; }
 
   // --- used by UcxRequest ---
@@ -536,6 +534,13 @@ void UcxRequest::release() noexcept {
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> ucxConfigDefaults() {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (std::getenv("UCX_TLS") == nullptr) out.emplace_back("TLS", "^cma");
+  if (std::getenv("UCX_RNDV_THRESH") == nullptr) out.emplace_back("RNDV_THRESH", "inf");
+  return out;
+}
 
 TransportPtr makeUcxTransport(const UniqueId& id, int nranks, int rank, double timeoutSec) {
   QCCL_CHECK(

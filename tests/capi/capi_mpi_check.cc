@@ -29,11 +29,15 @@
 //                         Open MPI's libnbc asked for its ring (coll_libnbc_iallreduce_algorithm,
 //                         through the MPI tool interface): exact sums, the variable back at 0 after
 //                         every call, and a value the application set itself left alone
+//     ring-chunks         the fp32 ring's chunks with QCCL_CHUNK_BYTES unset: 1 MiB over UCX
+//                         (Transport::ringChunkBytes), the codec's 4 MiB over MPI on one host; the
+//                         same bytes sent as a communicator configured with that size, and exact sums
 //     restart             a communicator fails, is destroyed, and a new one works (elastic restart)
 //     watchdog            rank 0 is stuck in a call its peers never make; another thread's
 //                         qcclCommAbort ends it with qcclCommFailed, and the peers hear of it
 // Exit status 0 when every check passed on every rank.
 // Only the C bindings of MPI (the C++ ones warn under -Wextra).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -434,6 +438,51 @@ int nbcVariable(MPI_T_cvar_handle h) {
   return v;
 }
 
+// The fp32 ring's chunk when the configuration names none: the bytes a call sends (headers
+// included) equal those of a communicator configured with the expected chunk, and differ from
+// those of the other size, on a 16 MiB tensor whose ring steps hold 4 MiB each on 4 ranks.
+void caseRingChunks(const std::string& transport) {
+  const size_t kMiB = size_t{1} << 20;
+  const size_t want = transport == "ucx" ? kMiB : 4 * kMiB, other = transport == "ucx" ? 4 * kMiB : kMiB;
+  const size_t count = 4 * kMiB;
+  std::vector<float> send(count), recv(count);
+  for (size_t i = 0; i < count; ++i) send[i] = exactInput(gRank, i);
+  uint64_t sent[3] = {0, 0, 0};
+  const size_t chunks[3] = {0, want, other};
+  for (int c = 0; c < 3; ++c) {
+    qcclConfig_t cfg;
+    EXPECT(qcclConfigInit(&cfg) == qcclSuccess, "qcclConfigInit");
+    cfg.timeoutSec = 60;
+    cfg.chunkBytes = chunks[c];
+    qcclComm_t comm = makeComm(transport, cfg);
+    EXPECT(comm != nullptr, "no communicator");
+    if (comm == nullptr) return;
+    qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
+    t.codec = qcclCodecNone;
+    t.algo = qcclAlgoRing;
+    qcclStats_t s0{}, s1{};
+    qcclCommGetStats(comm, &s0);
+    std::fill(recv.begin(), recv.end(), -1.0f);
+    qcclResult_t r = qcclAllreduce(send.data(), recv.data(), count, qcclFloat32, qcclSum, &t, comm, nullptr);
+    EXPECT(r == qcclSuccess, "ring, chunk %zu: %s", chunks[c], qcclGetLastError(comm));
+    qcclCommGetStats(comm, &s1);
+    sent[c] = s1.bytesSent - s0.bytesSent;
+    for (size_t i = 0; i < count; ++i) {
+      float sum = 0;
+      for (int q = 0; q < gSize; ++q) sum += exactInput(q, i);
+      if (recv[i] != sum) {
+        EXPECT(false, "ring, chunk %zu: element %zu is %g, not %g", chunks[c], i, recv[i], sum);
+        break;
+      }
+    }
+    EXPECT(qcclCommDestroy(comm) == qcclSuccess, "destroy: %s", qcclGetLastError(nullptr));
+  }
+  EXPECT(sent[0] == sent[1], "%s: %llu bytes sent with the default chunk, %llu with %zu bytes", transport.c_str(),
+         static_cast<unsigned long long>(sent[0]), static_cast<unsigned long long>(sent[1]), want);
+  EXPECT(sent[0] != sent[2], "%s: the default chunk sent as much as %zu-byte chunks (%llu bytes)", transport.c_str(),
+         other, static_cast<unsigned long long>(sent[2]));
+}
+
 void caseNbcRing(qcclComm_t comm) {
   int provided = 0;
   MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
@@ -538,6 +587,8 @@ int main(int argc, char** argv) {
   }
   if (which == "restart") {
     caseRestart(transport);
+  } else if (which == "ring-chunks") {
+    caseRingChunks(transport);
   } else {
     qcclComm_t comm = makeComm(transport, mismatch ? 5.0 : 60.0);
     EXPECT(comm != nullptr, "no communicator");

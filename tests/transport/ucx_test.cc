@@ -98,23 +98,27 @@ int childAllToAll(Transport& t) {
   for (int p = 0; p < n; ++p) CHILD_CHECK(empties[p]->bytes() == 0, "zero-length got %zu", empties[p]->bytes());
 
   const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
-  std::vector<char> big(4096, 'x'), small(16);
-  std::vector<RequestPtr> sends, recvs;
-  sends.push_back(t.isend(next, 30, big.data(), big.size()));
-  recvs.push_back(t.irecv(prev, 30, small.data(), small.size()));
-  try {
-    waitAll(t, recvs, after(30), "truncated");
-    CHILD_CHECK(false, "no error for a truncated message");
-  } catch (const Error& e) {
-    CHILD_CHECK(e.code() == ErrorCode::kMismatch, "%s", e.what());
-    CHILD_CHECK(std::strstr(e.what(), "disagree") != nullptr, "%s", e.what());
+  // 4 KiB and 1 MiB into 16 bytes: one eager fragment, and many (or a rendezvous, where
+  // UCX_RNDV_THRESH asks for one).
+  std::vector<char> big(size_t{1} << 20, 'x'), small(16);
+  for (uint32_t k = 0; k < 2; ++k) {
+    std::vector<RequestPtr> sends, recvs;
+    sends.push_back(t.isend(next, 30 + 2 * k, big.data(), k == 0 ? 4096 : big.size()));
+    recvs.push_back(t.irecv(prev, 30 + 2 * k, small.data(), small.size()));
+    try {
+      waitAll(t, recvs, after(30), "truncated");
+      CHILD_CHECK(false, "no error for a truncated message of %zu bytes", k == 0 ? size_t{4096} : big.size());
+    } catch (const Error& e) {
+      CHILD_CHECK(e.code() == ErrorCode::kMismatch, "%s", e.what());
+      CHILD_CHECK(std::strstr(e.what(), "disagree") != nullptr, "%s", e.what());
+    }
+    waitAll(t, sends, after(30), "send of the truncated message");
   }
-  waitAll(t, sends, after(30), "send of the truncated message");
   // A final exchange so that no rank closes while a peer still needs its messages.
   uint32_t token = rank, got = ~0u;
   std::vector<RequestPtr> fin;
-  fin.push_back(t.irecv(prev, 31, &got, 4));
-  fin.push_back(t.isend(next, 31, &token, 4));
+  fin.push_back(t.irecv(prev, 35, &got, 4));
+  fin.push_back(t.isend(next, 35, &token, 4));
   waitAll(t, fin, after(30), "final ring");
   CHILD_CHECK(got == static_cast<uint32_t>(prev), "ring got %u", got);
   return 0;
@@ -312,9 +316,37 @@ const std::vector<std::pair<std::string, std::vector<std::string>>> kTransports 
     {"shm", {"UCX_TLS=sm,self"}},
 };
 
+// qccl's defaults for its UCP context give way to the user's UCX_* variables, an empty one too.
+TEST(UcxConfig, DefaultsGiveWayToTheEnvironment) {
+  const char* keep[] = {"UCX_TLS", "UCX_RNDV_THRESH"};
+  std::vector<std::pair<std::string, bool>> saved;
+  for (const char* k : keep) {
+    const char* v = std::getenv(k);
+    saved.emplace_back(v ? v : "", v != nullptr);
+    unsetenv(k);
+  }
+  using Pairs = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(ucxConfigDefaults(), (Pairs{{"TLS", "^cma"}, {"RNDV_THRESH", "inf"}}));
+  setenv("UCX_RNDV_THRESH", "8k", 1);
+  EXPECT_EQ(ucxConfigDefaults(), (Pairs{{"TLS", "^cma"}}));
+  setenv("UCX_TLS", "tcp", 1);
+  setenv("UCX_RNDV_THRESH", "", 1);
+  EXPECT_EQ(ucxConfigDefaults(), Pairs{});
+  for (size_t i = 0; i < saved.size(); ++i) {
+    if (saved[i].second) {
+      setenv(keep[i], saved[i].first.c_str(), 1);
+    } else {
+      unsetenv(keep[i]);
+    }
+  }
+}
+
 TEST(UcxProcesses, AllToAll) {
   auto all = kTransports;
   all.push_back({"posix+cma", {"UCX_TLS=posix,cma,self"}});
+  // qccl makes every message eager by default (ucxConfigDefaults); UCX's rendezvous still works.
+  all.push_back({"tcp, rendezvous from 8 KiB", {"UCX_TLS=tcp", "UCX_RNDV_THRESH=8k"}});
+  all.push_back({"shm, rendezvous from 8 KiB", {"UCX_TLS=sm,self", "UCX_RNDV_THRESH=8k"}});
   all.push_back({"UCX default or inherited", {}});
   for (const auto& tl : all) {
     for (int n : {1, 2, 4}) {
