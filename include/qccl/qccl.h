@@ -172,7 +172,9 @@ typedef struct {
   int localCompress;
 } qcclConfig_t;
 
-/** Calls of a tensor that auto spends timing the flat path against hier (see autoHier). */
+/** Calls of a tensor that auto spends timing the flat path against hier (see autoHier), or, with one
+ *  rank per host over MPI, an uncompressed tensor of 4 MiB or more on 4+ ranks: MPI_Iallreduce
+ *  against qccl's fp32 ring (README, "auto"). */
 #define QCCL_AUTO_TRIAL_CALLS 4
 
 /** Per-call tensor options.

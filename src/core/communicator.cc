@@ -333,7 +333,7 @@ struct Communicator::Impl {
   };
   Selection decide(const TensorOpts& t, size_t count, DataType dtype, RedOp op, MemorySpace& space, TensorState** state,
                    int* trial, Fuse* fuse, int64_t* shmDesc);
-  Selection tune(TensorState& st, const TensorOpts& t, const SelectInput& in, const Selection& flat, int* trial);
+  Selection tune(TensorState& st, const TensorOpts& t, const Selection& first, const Selection& second, int* trial);
   void agree(const TensorOpts& t, size_t count, DataType dtype, RedOp op, const CodecConfig& asked, const Selection& s,
              Fuse* fuse);
   // Collectives the shared segment's check tells apart (callWords()).
@@ -398,14 +398,28 @@ Selection Communicator::Impl::decide(const TensorOpts& t, size_t count, DataType
   const bool compresses = !s.native && (s.codec.codec != CodecId::kFp32 || s.algo != Algo::kRing);
   const bool tunable = in.requested == Algo::kAuto && opts.autoHier && t.id != 0 &&
                        count * sizeof(float) >= kTuneMinBytes && hostsShared;
-  if (t.id != 0 && (s.errorFeedback || (compresses && opts.warmupCalls > 0) || tunable)) {
+  // The ring over the library's allreduce (SelectInput::ringOverNativeBytes) wins on slow links and
+  // loses where the link is fast and the CPU is the limit, so it is timed too ("auto and hier").
+  const bool raceNative = !tunable && in.requested == Algo::kAuto && t.id != 0 && in.ringOverNativeBytes > 0 &&
+                          in.nativeAvailable && !s.native && !s.shm && s.algo == Algo::kRing &&
+                          s.codec.codec == CodecId::kFp32;
+  if (t.id != 0 && (s.errorFeedback || (compresses && opts.warmupCalls > 0) || tunable || raceNative)) {
     TensorState& st = tensors.acquire(t.id, count, space);
     *state = &st;
     if (compresses && st.calls < static_cast<uint64_t>(opts.warmupCalls)) {
       in.warmup = true;
       s = selectAlgorithm(in);
     }
-    if (tunable && !in.warmup) s = tune(st, t, in, s, trial);
+    if (tunable && !in.warmup) {
+      SelectInput h = in;
+      h.requested = Algo::kHier;
+      if (s.codec.codec == CodecId::kFp32) h.codec = CodecConfig{};  // uncompressed stays uncompressed
+      s = tune(st, t, s, selectAlgorithm(h), trial);
+    } else if (raceNative) {
+      SelectInput nat = in;
+      nat.ringOverNativeBytes = 0;
+      s = tune(st, t, selectAlgorithm(nat), s, trial);
+    }
   }
   shmDesc[0] = -1;
   if (in.shmAvailable) {
@@ -479,7 +493,7 @@ void Communicator::Impl::setupShm() {
   }
 }
 
-// auto and hier. hier sends each host's data across the slow links once instead of once per rank,
+// auto and hier, auto and the ring. hier sends each host's data across the slow links once instead of once per rank,
 // at the price of two more passes inside each host; which one wins depends on the link rate, the
 // codec's ratio and the CPU, which only a measurement knows (bench/RESULTS.md, "auto and hier": at
 // 2 hosts x 2 ranks, fp32, hier is 1.34x the best uncompressed path at 1 Gbit/s and 0.57x unshaped;
@@ -489,16 +503,16 @@ void Communicator::Impl::setupShm() {
 // faster on the slowest rank. The choice lives in the tensor's state (not in checkpoints: a restored tensor tries
 // again). While the two alternate, the owner residual starts from zero at each switch (TensorStateStore::owner); the
 // worker residual carries over, as both schedules owe it for the same elements.
-Selection Communicator::Impl::tune(TensorState& st, const TensorOpts& t, const SelectInput& in, const Selection& flat,
-                                   int* trial) {
-  SelectInput h = in;
-  h.requested = Algo::kHier;
-  if (flat.codec.codec == CodecId::kFp32) h.codec = CodecConfig{};  // uncompressed stays uncompressed
-  const Selection hier = selectAlgorithm(h);
+// The same trial decides between the library's allreduce (`first`) and qccl's fp32 ring (`second`) for the uncompressed
+// tensors that SelectInput::ringOverNativeBytes gives the ring, where no hier trial runs: at 1 Gbit/s the ring at the
+// eager limit is level with gloo where MPI_Iallreduce is up to 1.24x slower, while on unshaped links between 4
+// emulated hosts it took 1.3-1.8x MPI_Iallreduce's time (bench/RESULTS.md, "UCX: every message eager").
+Selection Communicator::Impl::tune(TensorState& st, const TensorOpts& t, const Selection& first,
+                                   const Selection& second, int* trial) {
   TensorState::Tune& tu = st.tune;
   if (tu.choice < 0 && tu.trials < kTuneTrials) {
     *trial = static_cast<int>(tu.trials % 2);
-    return *trial == 1 ? hier : flat;
+    return *trial == 1 ? second : first;
   }
   if (tu.choice < 0) {
     const size_t n = static_cast<size_t>(transport->size());
@@ -508,7 +522,7 @@ Selection Communicator::Impl::tune(TensorState& st, const TensorOpts& t, const S
     guarded([&] { exec.run(plan(-1, 2, 1), mine, all.data(), p); });
     tu.choice = preferHier(all.data(), n) ? 1 : 0;
   }
-  return tu.choice == 1 ? hier : flat;
+  return tu.choice == 1 ? second : first;
 }
 
 // The cross-rank check of `auto` over a transport with a native path (call_check.hpp): every rank

@@ -27,7 +27,8 @@ struct SelectInput {
   bool localCompress = false;    ///< Options::localCompress
   /// From this many bytes of fp32 data `auto` sums uncompressed tensors in its own ring rather
   /// than the transport's library (0: never). The communicator sets it where the ring crosses hosts
-  /// with chunks at the transport's eager limit, on 4 ranks or more (kRingOverNativeBytes).
+  /// with chunks at the transport's eager limit, on 4 ranks or more (kRingOverNativeBytes), and
+  /// times the two on a tensor's first calls before it keeps the ring (communicator.cc, tune()).
   size_t ringOverNativeBytes = 0;
 };
 

@@ -174,7 +174,7 @@ uint64_t ringBytesSent(const CodecConfig& cfg, int rank, int n, size_t count, si
   return bytes;
 }
 
-// An fp32 ring whose neighbours sit on different hosts (QCCL_HOST_ID by rank parity) over Open MPI's
+// An fp32 ring whose neighbours sit on different hosts (QCCL_HOST_ID: a host per rank) over Open MPI's
 // TCP cuts its chunks to the eager limit (communicator.cc, ringCrossesHosts), unless the options
 // name a chunk size: same sums bit for bit, and exactly the extra headers of the smaller chunks.
 TEST(MpiColl, Fp32RingAcrossHostsCutsChunksToTheEagerLimit) {
@@ -182,7 +182,9 @@ TEST(MpiColl, Fp32RingAcrossHostsCutsChunksToTheEagerLimit) {
   if (eager == 0) GTEST_SKIP() << "no TCP eager limit in this MPI job";
   int worldRank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
-  setenv("QCCL_HOST_ID", worldRank % 2 ? "odd" : "even", 1);
+  // One rank per host, as on the emulated cluster: no hier trial, so `auto` times the ring against
+  // the library's allreduce (below).
+  setenv("QCCL_HOST_ID", ("h" + std::to_string(worldRank)).c_str(), 1);
   Options opts;
   opts.timeoutSec = 60;
   opts.localCompress = true;
@@ -227,21 +229,40 @@ TEST(MpiColl, Fp32RingAcrossHostsCutsChunksToTheEagerLimit) {
     }
   }
   // `auto` with nothing to compress: from kRingOverNativeBytes on 4 ranks or more this ring, below
-  // it (and on 2-3 ranks) the library's allreduce; exact sums either way.
+  // it (and on 2-3 ranks) the library's allreduce; exact sums either way. A tensor with an id times
+  // both for kTuneTrials calls (the library's first, then alternating) and then keeps one, the same
+  // on every rank; an anonymous tensor takes the ring.
   for (size_t count : {kRingOverNativeBytes / 4 - 32, kRingOverNativeBytes / 4}) {
     for (bool inPlace : {false, true}) {
-      std::vector<float> buf = exactInput(count, rank), out(count, -1.0f);
-      float* dst = inPlace ? buf.data() : out.data();
-      TensorOpts t;
-      t.id = nextId++;
-      cut->allreduce(buf.data(), dst, count, DataType::kFloat32, RedOp::kSum, t);
-      int path = -1;
-      EXPECT_EQ(cut->lastAlgo(&path), Algo::kRing);
-      const bool ring = n >= 4 && count * sizeof(float) >= kRingOverNativeBytes;
-      EXPECT_EQ(path, ring ? 0 : 1) << "count " << count;
-      for (size_t i = 0; i < count; ++i) {
-        const float sum = static_cast<float>(n * (static_cast<double>(i % 2053) - 1000.0) + n * (n - 1) / 2.0);
-        ASSERT_EQ(dst[i], sum) << "element " << i << " of " << count << (inPlace ? " in place" : "");
+      for (bool anonymous : {false, true}) {
+        SCOPED_TRACE("count " + std::to_string(count) + (inPlace ? " in place" : "") + (anonymous ? " anonymous" : ""));
+        TensorOpts t;
+        t.id = anonymous ? 0 : nextId++;
+        const bool ring = n >= 4 && count * sizeof(float) >= kRingOverNativeBytes;
+        for (uint32_t call = 0; call < (anonymous ? 1 : kTuneTrials + 2); ++call) {
+          std::vector<float> buf = exactInput(count, rank), out(count, -1.0f);
+          float* dst = inPlace ? buf.data() : out.data();
+          cut->allreduce(buf.data(), dst, count, DataType::kFloat32, RedOp::kSum, t);
+          int path = -1;
+          EXPECT_EQ(cut->lastAlgo(&path), Algo::kRing);
+          if (!ring) {
+            EXPECT_EQ(path, 1) << "call " << call;
+          } else if (anonymous) {
+            EXPECT_EQ(path, 0);
+          } else if (call < kTuneTrials) {
+            EXPECT_EQ(path, call % 2 == 0 ? 1 : 0) << "trial call " << call;
+          } else {
+            EXPECT_TRUE(path == 0 || path == 1) << "call " << call;
+            int lo = path, hi = path;
+            MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+            MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            EXPECT_EQ(lo, hi) << "the ranks kept different paths at call " << call;
+          }
+          for (size_t i = 0; i < count; ++i) {
+            const float sum = static_cast<float>(n * (static_cast<double>(i % 2053) - 1000.0) + n * (n - 1) / 2.0);
+            ASSERT_EQ(dst[i], sum) << "element " << i << " of call " << call;
+          }
+        }
       }
     }
   }
