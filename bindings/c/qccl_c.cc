@@ -182,6 +182,7 @@ void optionsToConfig(const qccl::Options& o, qcclConfig_t* c) {
   c->shm = o.shm ? 1 : 0;
   c->shmChunkBytes = o.shmChunkBytes;
   c->localCompress = o.localCompress ? 1 : 0;
+  c->autoRing = o.autoRing ? 1 : 0;
 }
 
 static_assert(QCCL_AUTO_TRIAL_CALLS == qccl::kTuneTrials, "qccl.h and options.hpp disagree");
@@ -224,6 +225,7 @@ qccl::Options configToOptions(const qcclConfig_t* c) {
     invalid("config->shmChunkBytes = " + std::to_string(c->shmChunkBytes) + " is not in 64 .. 256 MiB");
   o.shmChunkBytes = c->shmChunkBytes;
   o.localCompress = c->localCompress != 0;
+  o.autoRing = c->autoRing != 0;
   qccl::validate(o);
   return o;
 }

@@ -119,6 +119,8 @@ typedef enum {
  *    QCCL_MAX_RESIDUAL_BYTES maxResidualBytes  cap on per-tensor state, 0 = none (default 0)
  *    QCCL_INTRA_CODEC  intraCodec       hier inside a host: none|fp16|bf16 (default none = fp32)
  *    QCCL_AUTO_HIER    autoHier         0|1 auto tries hier where ranks share hosts (default 1)
+ *    QCCL_AUTO_RING    autoRing         0|1 auto tries its fp32 ring against MPI_Iallreduce across
+ *                                       hosts (default 1)
  *    QCCL_SHM          shm              0|1 auto sums in shared memory when all ranks share one host (default 1)
  *    QCCL_SHM_CHUNK_BYTES shmChunkBytes fp32 bytes per rank and step of that sum (default 1 MiB)
  *    QCCL_LOCAL_COMPRESS localCompress 0|1 compress host buffers when all ranks share one host (default 0)
@@ -170,6 +172,14 @@ typedef struct {
    *  its training on one host). Device buffers are compressed as asked either way. Every rank must
    *  set the same value (else qcclMismatch). New in 0.2.0. */
   int localCompress;
+  /** auto over MPI, 4+ ranks whose fp32 ring crosses hosts over Open MPI's TCP (so its chunks fit
+   *  the eager limit): an uncompressed tensor of 4 MiB or more may be summed in qccl's fp32 ring
+   *  instead of MPI_Iallreduce. The first QCCL_AUTO_TRIAL_CALLS calls of each such tensor with an
+   *  id alternate between the two (MPI_Iallreduce first) and every rank keeps the ring only where
+   *  it was at least 5% faster on the slowest rank; an anonymous tensor takes the ring. 0 = always
+   *  MPI_Iallreduce, no trial. Every rank must set the same value (else qcclMismatch). New in
+   *  0.2.0. */
+  int autoRing;
 } qcclConfig_t;
 
 /** Calls of a tensor that auto spends timing the flat path against hier (see autoHier), or, with one

@@ -391,7 +391,8 @@ Selection Communicator::Impl::decide(const TensorOpts& t, size_t count, DataType
   in.errorFeedback = opts.errorFeedback;
   in.hasId = t.id != 0;
   in.nativeAvailable = count <= static_cast<size_t>(INT32_MAX) && transport->hasNativeAllreduce();
-  if (ringEagerBytes > 0 && transport->size() >= 4 && !space.isDevice()) in.ringOverNativeBytes = kRingOverNativeBytes;
+  if (opts.autoRing && ringEagerBytes > 0 && transport->size() >= 4 && !space.isDevice())
+    in.ringOverNativeBytes = kRingOverNativeBytes;
   Selection s = selectAlgorithm(in);
   *state = nullptr;
   *trial = -1;
@@ -400,9 +401,10 @@ Selection Communicator::Impl::decide(const TensorOpts& t, size_t count, DataType
                        count * sizeof(float) >= kTuneMinBytes && hostsShared;
   // The ring over the library's allreduce (SelectInput::ringOverNativeBytes) wins on slow links and
   // loses where the link is fast and the CPU is the limit, so it is timed too ("auto and hier").
-  const bool raceNative = !tunable && in.requested == Algo::kAuto && t.id != 0 && in.ringOverNativeBytes > 0 &&
-                          in.nativeAvailable && !s.native && !s.shm && s.algo == Algo::kRing &&
-                          s.codec.codec == CodecId::kFp32;
+  // ringOverNativeBytes only ever turns an uncompressed `auto` selection (fp32 ring) away from the
+  // library's path, so that path being available and this selection not taking it is the whole test.
+  const bool raceNative = !tunable && t.id != 0 && in.ringOverNativeBytes > 0 && in.nativeAvailable &&
+                          in.requested == Algo::kAuto && !s.native && !s.shm && s.codec.codec == CodecId::kFp32;
   if (t.id != 0 && (s.errorFeedback || (compresses && opts.warmupCalls > 0) || tunable || raceNative)) {
     TensorState& st = tensors.acquire(t.id, count, space);
     *state = &st;
@@ -520,7 +522,7 @@ Selection Communicator::Impl::tune(TensorState& st, const TensorOpts& t, const S
     std::vector<float> all(2 * n);
     const ExecParams p = params(resolveConfig(CodecConfig{}), callTag(callNumber + 1, ~t.id), host->ops());
     guarded([&] { exec.run(plan(-1, 2, 1), mine, all.data(), p); });
-    tu.choice = preferHier(all.data(), n) ? 1 : 0;
+    tu.choice = preferSecond(all.data(), n) ? 1 : 0;
   }
   return tu.choice == 1 ? second : first;
 }

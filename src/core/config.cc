@@ -4,7 +4,7 @@
 //   QCCL_CODEC, QCCL_BITS, QCCL_BUCKET, QCCL_STOCHASTIC, QCCL_SEED    Options::codec
 //   QCCL_MIN_COMPRESS, QCCL_CHUNK_BYTES, QCCL_PIPELINE, QCCL_TIMEOUT  Options (sizes, time)
 //   QCCL_WARMUP, QCCL_ALGO, QCCL_ERROR_FEEDBACK, QCCL_MAX_RESIDUAL_BYTES, QCCL_INTRA_CODEC,
-//   QCCL_AUTO_HIER, QCCL_SHM, QCCL_SHM_CHUNK_BYTES, QCCL_LOCAL_COMPRESS
+//   QCCL_AUTO_HIER, QCCL_AUTO_RING, QCCL_SHM, QCCL_SHM_CHUNK_BYTES, QCCL_LOCAL_COMPRESS
 //   QCCL_CPU_ISA        cap on the CPU codec kernels (env::cpuIsaCap, read once by the dispatcher)
 //   QCCL_SOCKET_IFNAME  interface of the UCX bootstrap address (env::socketIfname)
 //   QCCL_HOST_ID        this process's host key for host grouping (env::hostId)
@@ -124,6 +124,7 @@ Options optionsFromEnv(Options base) {
   }
   if ((v = std::getenv("QCCL_ERROR_FEEDBACK")) != nullptr) o.errorFeedback = parseBool("QCCL_ERROR_FEEDBACK", v);
   if ((v = std::getenv("QCCL_AUTO_HIER")) != nullptr) o.autoHier = parseBool("QCCL_AUTO_HIER", v);
+  if ((v = std::getenv("QCCL_AUTO_RING")) != nullptr) o.autoRing = parseBool("QCCL_AUTO_RING", v);
   if ((v = std::getenv("QCCL_SHM")) != nullptr) o.shm = parseBool("QCCL_SHM", v);
   if ((v = std::getenv("QCCL_SHM_CHUNK_BYTES")) != nullptr) {
     o.shmChunkBytes = parseBytes("QCCL_SHM_CHUNK_BYTES", v, 64);

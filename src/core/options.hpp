@@ -64,6 +64,11 @@ struct Options {
   /// auto: when ranks share hosts, time hier against the flat path on the first calls of each
   /// tensor (with an id, from kTuneMinBytes) and keep the faster (communicator.cc, "auto and hier").
   bool autoHier = true;
+  /// auto, uncompressed tensors of kRingOverNativeBytes or more on 4+ ranks whose fp32 ring crosses
+  /// hosts over a transport with its own allreduce and an eager limit (Open MPI's TCP): time qccl's
+  /// ring against the library's allreduce on the first calls of each tensor with an id and keep the
+  /// faster (an anonymous tensor takes the ring). false: always the library's allreduce, no trial.
+  bool autoRing = true;
   /// auto, every rank on one host: the uncompressed sum and the cross-rank check go through one
   /// shared-memory segment (shm_group.hpp) instead of the transport. Every rank must allow it.
   bool shm = true;

@@ -65,15 +65,15 @@ Selection selectAlgorithm(const SelectInput& in) {
   return s;
 }
 
-bool preferHier(const float* times, size_t nranks) {
-  float flat = 0, hier = 0;
+bool preferSecond(const float* times, size_t nranks) {
+  float first = 0, second = 0;
   for (size_t r = 0; r < nranks; ++r) {
     const float f = times[2 * r], h = times[2 * r + 1];
     if (!(f > 0) || !(h > 0) || !std::isfinite(f) || !std::isfinite(h)) return false;
-    flat = std::max(flat, f);
-    hier = std::max(hier, h);
+    first = std::max(first, f);
+    second = std::max(second, h);
   }
-  return nranks > 0 && hier < kHierMargin * flat;
+  return nranks > 0 && second < kTuneMargin * first;
 }
 
 }  // namespace qccl

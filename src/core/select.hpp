@@ -65,10 +65,11 @@ struct Selection {
 Selection selectAlgorithm(const SelectInput& in);
 
 /// auto's choice after its trials (communicator.cc, "auto and hier"): `times` holds every rank's
-/// best seconds of the flat path and of hier, in pairs (rank 0's flat, rank 0's hier, rank 1's ...).
-/// True when hier's time on its slowest rank is below kHierMargin x the flat path's on its slowest
-/// rank. Any time missing (0) or not finite: false (keep the flat path).
-constexpr float kHierMargin = 0.95f;
-bool preferHier(const float* times, size_t nranks);
+/// best seconds of the first candidate (the flat path, or the library's allreduce) and of the
+/// second (hier, or qccl's fp32 ring), in pairs (rank 0's first, rank 0's second, rank 1's ...).
+/// True when the second's time on its slowest rank is below kTuneMargin x the first's on its
+/// slowest rank. Any time missing (0) or not finite: false (keep the first, the incumbent).
+constexpr float kTuneMargin = 0.95f;
+bool preferSecond(const float* times, size_t nranks);
 
 }  // namespace qccl

@@ -26,6 +26,7 @@ const char* const kVars[] = {"QCCL_CODEC",
                              "QCCL_MAX_RESIDUAL_BYTES",
                              "QCCL_INTRA_CODEC",
                              "QCCL_AUTO_HIER",
+                             "QCCL_AUTO_RING",
                              "QCCL_SHM",
                              "QCCL_SHM_CHUNK_BYTES",
                              "QCCL_LOCAL_COMPRESS",
@@ -66,6 +67,7 @@ TEST_F(Env, DefaultsWithoutVariables) {
   EXPECT_TRUE(o.errorFeedback);
   EXPECT_EQ(o.intraCodec, CodecId::kFp32);
   EXPECT_TRUE(o.autoHier);
+  EXPECT_TRUE(o.autoRing);
   EXPECT_TRUE(o.shm);
   EXPECT_EQ(o.shmChunkBytes, size_t{1} << 20);
   EXPECT_FALSE(o.localCompress);
@@ -87,6 +89,7 @@ TEST_F(Env, EveryVariableOverrides) {
   setenv("QCCL_MAX_RESIDUAL_BYTES", "256M", 1);
   setenv("QCCL_INTRA_CODEC", "bf16", 1);
   setenv("QCCL_AUTO_HIER", "0", 1);
+  setenv("QCCL_AUTO_RING", "0", 1);
   setenv("QCCL_SHM", "0", 1);
   setenv("QCCL_SHM_CHUNK_BYTES", "64K", 1);
   setenv("QCCL_LOCAL_COMPRESS", "1", 1);
@@ -106,6 +109,7 @@ TEST_F(Env, EveryVariableOverrides) {
   EXPECT_EQ(o.maxResidualBytes, size_t{256} << 20);
   EXPECT_EQ(o.intraCodec, CodecId::kBf16);
   EXPECT_FALSE(o.autoHier);
+  EXPECT_FALSE(o.autoRing);
   EXPECT_FALSE(o.shm);
   EXPECT_EQ(o.shmChunkBytes, size_t{64} << 10);
   EXPECT_TRUE(o.localCompress);

@@ -189,6 +189,9 @@ TEST(MpiColl, Fp32RingAcrossHostsCutsChunksToTheEagerLimit) {
   opts.timeoutSec = 60;
   opts.localCompress = true;
   auto cut = worldComm(opts);
+  opts.autoRing = false;  // the off switch of auto's ring (checked at the end)
+  auto noRing = worldComm(opts);
+  opts.autoRing = true;
   opts.chunkBytes = 4 << 20;  // the size the ring would take by its codec
   auto whole = worldComm(opts);
   unsetenv("QCCL_HOST_ID");
@@ -263,6 +266,24 @@ TEST(MpiColl, Fp32RingAcrossHostsCutsChunksToTheEagerLimit) {
             ASSERT_EQ(dst[i], sum) << "element " << i << " of call " << call;
           }
         }
+      }
+    }
+  }
+  // Options::autoRing off: the library's allreduce at every size and call, with or without an id.
+  for (uint64_t id : {nextId++, uint64_t{0}}) {
+    const size_t count = kRingOverNativeBytes / 4;
+    TensorOpts t;
+    t.id = id;
+    for (uint32_t call = 0; call < kTuneTrials + 2; ++call) {
+      SCOPED_TRACE("autoRing off, id " + std::to_string(id) + ", call " + std::to_string(call));
+      std::vector<float> buf = exactInput(count, rank), out(count, -1.0f);
+      noRing->allreduce(buf.data(), out.data(), count, DataType::kFloat32, RedOp::kSum, t);
+      int path = -1;
+      EXPECT_EQ(noRing->lastAlgo(&path), Algo::kRing);
+      EXPECT_EQ(path, 1);
+      for (size_t i = 0; i < count; ++i) {
+        const float sum = static_cast<float>(n * (static_cast<double>(i % 2053) - 1000.0) + n * (n - 1) / 2.0);
+        ASSERT_EQ(out[i], sum) << "element " << i;
       }
     }
   }

@@ -189,24 +189,24 @@ TEST(Select, IsAFunctionOfItsInputs) {
 namespace qccl {
 namespace {
 
-// auto's choice after its trials: the slowest rank of each candidate decides, hier needs to be at
-// least 5% faster, and a missing or broken time keeps the flat path.
-TEST(Select, PreferHierComparesTheSlowestRanksWithAMargin) {
-  const float faster[] = {1.0f, 0.5f, 1.2f, 0.6f};  // flat max 1.2, hier max 0.6
-  EXPECT_TRUE(preferHier(faster, 2));
-  const float slowRank[] = {1.0f, 0.5f, 1.0f, 1.5f};  // one rank slow in hier: 1.5 > 1.0
-  EXPECT_FALSE(preferHier(slowRank, 2));
+// auto's choice after its trials: the slowest rank of each candidate decides, the second (hier, or
+// the fp32 ring) needs to be at least 5% faster, and a missing or broken time keeps the first.
+TEST(Select, PreferSecondComparesTheSlowestRanksWithAMargin) {
+  const float faster[] = {1.0f, 0.5f, 1.2f, 0.6f};  // first max 1.2, second max 0.6
+  EXPECT_TRUE(preferSecond(faster, 2));
+  const float slowRank[] = {1.0f, 0.5f, 1.0f, 1.5f};  // one rank slow in the second: 1.5 > 1.0
+  EXPECT_FALSE(preferSecond(slowRank, 2));
   const float close[] = {1.0f, 0.96f, 1.0f, 0.96f};  // 4% faster: within the margin
-  EXPECT_FALSE(preferHier(close, 2));
+  EXPECT_FALSE(preferSecond(close, 2));
   const float edge[] = {1.0f, 0.94f, 1.0f, 0.94f};
-  EXPECT_TRUE(preferHier(edge, 2));
+  EXPECT_TRUE(preferSecond(edge, 2));
   const float missing[] = {1.0f, 0.5f, 0.0f, 0.5f};
-  EXPECT_FALSE(preferHier(missing, 2));
+  EXPECT_FALSE(preferSecond(missing, 2));
   const float nan[] = {1.0f, 0.5f, 1.0f, std::numeric_limits<float>::quiet_NaN()};
-  EXPECT_FALSE(preferHier(nan, 2));
+  EXPECT_FALSE(preferSecond(nan, 2));
   const float inf[] = {std::numeric_limits<float>::infinity(), 0.5f, 1.0f, 0.5f};
-  EXPECT_FALSE(preferHier(inf, 2));
-  EXPECT_FALSE(preferHier(faster, 0));
+  EXPECT_FALSE(preferSecond(inf, 2));
+  EXPECT_FALSE(preferSecond(faster, 0));
 }
 
 }  // namespace

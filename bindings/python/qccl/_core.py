@@ -62,6 +62,7 @@ _CONFIG_FIELDS = (
     "shm",
     "shm_chunk_bytes",
     "local_compress",
+    "auto_ring",
 )
 
 

@@ -251,6 +251,8 @@ qcclConfig_t makeConfig(const nb::dict& overrides) {
       c.shmChunkBytes = nb::cast<size_t>(v);
     else if (key == "local_compress")
       c.localCompress = nb::cast<bool>(v) ? 1 : 0;
+    else if (key == "auto_ring")
+      c.autoRing = nb::cast<bool>(v) ? 1 : 0;
     else
       invalid("unknown config field '" + key + "'");
   }
@@ -276,6 +278,7 @@ nb::dict configToDict(const qcclConfig_t& c) {
   d["shm"] = c.shm != 0;
   d["shm_chunk_bytes"] = c.shmChunkBytes;
   d["local_compress"] = c.localCompress != 0;
+  d["auto_ring"] = c.autoRing != 0;
   return d;
 }
 
