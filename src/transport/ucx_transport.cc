@@ -539,6 +539,12 @@ std::vector<std::pair<std::string, std::string>> ucxConfigDefaults() {
   std::vector<std::pair<std::string, std::string>> out;
   if (std::getenv("UCX_TLS") == nullptr) out.emplace_back("TLS", "^cma");
   if (std::getenv("UCX_RNDV_THRESH") == nullptr) out.emplace_back("RNDV_THRESH", "inf");
+  // TCP's segment sizes; ucp_config_modify takes a transport's setting without its prefix (it applies
+  // to every transport that has one, and only tcp does), the environment names it either way.
+  if (std::getenv("UCX_TCP_TX_SEG_SIZE") == nullptr && std::getenv("UCX_TX_SEG_SIZE") == nullptr)
+    out.emplace_back("TX_SEG_SIZE", "256K");
+  if (std::getenv("UCX_TCP_RX_SEG_SIZE") == nullptr && std::getenv("UCX_RX_SEG_SIZE") == nullptr)
+    out.emplace_back("RX_SEG_SIZE", "512K");
   return out;
 }
 

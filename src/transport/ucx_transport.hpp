@@ -31,6 +31,10 @@ TransportPtr makeUcxTransport(const UniqueId& id, int nranks, int rank, double t
 ///   same link (and without cma, one host's rendezvous falls back to a slower copy); qccl's
 ///   messages are pipeline chunks whose receives are posted ahead, so eager costs no extra copy.
 ///   Measured in bench/RESULTS.md ("UCX: every message eager").
+///   TX_SEG_SIZE=256K, RX_SEG_SIZE=512K (tcp's; UCX_TCP_* or UCX_* in the environment keeps UCX's 8K
+///   and 64K): an eager message leaves in segments of at most TX_SEG_SIZE, each its own send, and
+///   arrives through receives of RX_SEG_SIZE. On unshaped links between 4 emulated hosts the fp32
+///   ring's 64 MiB took 0.82x the time; at 1 Gbit/s 0.94-1.00x (bench/RESULTS.md, "UCX: TCP segments").
 std::vector<std::pair<std::string, std::string>> ucxConfigDefaults();
 
 /// The fp32 ring's chunk over UCX (Transport::ringChunkBytes): 1 MiB, where the codec's default is

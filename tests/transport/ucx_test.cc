@@ -318,7 +318,8 @@ const std::vector<std::pair<std::string, std::vector<std::string>>> kTransports 
 
 // qccl's defaults for its UCP context give way to the user's UCX_* variables, an empty one too.
 TEST(UcxConfig, DefaultsGiveWayToTheEnvironment) {
-  const char* keep[] = {"UCX_TLS", "UCX_RNDV_THRESH"};
+  const char* keep[] = {"UCX_TLS",         "UCX_RNDV_THRESH",     "UCX_TCP_TX_SEG_SIZE",
+                        "UCX_TX_SEG_SIZE", "UCX_TCP_RX_SEG_SIZE", "UCX_RX_SEG_SIZE"};
   std::vector<std::pair<std::string, bool>> saved;
   for (const char* k : keep) {
     const char* v = std::getenv(k);
@@ -326,12 +327,19 @@ TEST(UcxConfig, DefaultsGiveWayToTheEnvironment) {
     unsetenv(k);
   }
   using Pairs = std::vector<std::pair<std::string, std::string>>;
-  EXPECT_EQ(ucxConfigDefaults(), (Pairs{{"TLS", "^cma"}, {"RNDV_THRESH", "inf"}}));
+  const Pairs segs{{"TX_SEG_SIZE", "256K"}, {"RX_SEG_SIZE", "512K"}};
+  EXPECT_EQ(ucxConfigDefaults(),
+            (Pairs{{"TLS", "^cma"}, {"RNDV_THRESH", "inf"}, {"TX_SEG_SIZE", "256K"}, {"RX_SEG_SIZE", "512K"}}));
   setenv("UCX_RNDV_THRESH", "8k", 1);
-  EXPECT_EQ(ucxConfigDefaults(), (Pairs{{"TLS", "^cma"}}));
+  EXPECT_EQ(ucxConfigDefaults(), (Pairs{{"TLS", "^cma"}, segs[0], segs[1]}));
   setenv("UCX_TLS", "tcp", 1);
   setenv("UCX_RNDV_THRESH", "", 1);
+  EXPECT_EQ(ucxConfigDefaults(), segs);
+  setenv("UCX_TCP_TX_SEG_SIZE", "8K", 1);  // either spelling keeps UCX's own
+  setenv("UCX_RX_SEG_SIZE", "64K", 1);
   EXPECT_EQ(ucxConfigDefaults(), Pairs{});
+  unsetenv("UCX_TCP_TX_SEG_SIZE");
+  EXPECT_EQ(ucxConfigDefaults(), Pairs{segs[0]});
   for (size_t i = 0; i < saved.size(); ++i) {
     if (saved[i].second) {
       setenv(keep[i], saved[i].first.c_str(), 1);
