@@ -50,6 +50,15 @@ for seed in 1 2 3; do
   run wide "$seed" onebit autodecay09 --hidden 2048 --residual-decay 0.9
   run wide "$seed" onebit autodecay095 --hidden 2048 --residual-decay 0.95
 done
+# Added later on 2026-11-27: the wide case with the first 40 calls (10%) exchanged exactly (QCCL_WARMUP).
+for seed in 1 2 3; do
+  for codec in onebit signscale; do
+    f="$out/wide-$codec-warmup40-default-seed$seed.txt"
+    "${mpi[@]}" -x QCCL_WARMUP=40 "$build/examples/cpp/qccl-train-mlp" --codec "$codec" --seed "$seed" --print-every 50 \
+      --hidden 2048 > "$f"
+    echo "wide seed $seed $codec warmup40: $(grep '^# loss' "$f")"
+  done
+done
 for seed in 1 2 3; do
   run wide_cosine "$seed" mpi exact --hidden 2048 --schedule cosine
   run wide_cosine "$seed" onebit auto --hidden 2048 --schedule cosine
