@@ -456,6 +456,7 @@ qcclResult_t qcclCommGetStats(const qcclComm_t comm, qcclStats_t* stats) {
     qccl::CommStats s = comm->core->stats();
     stats->bytesSent = s.bytesSent;
     stats->bytesSentInterHost = s.bytesSentInterHost;
+    stats->messagesSent = s.messagesSent;
     stats->bytesReceived = s.bytesReceived;
     stats->calls = s.calls;
     stats->residualBytes = s.residualBytes;

@@ -232,6 +232,8 @@ typedef struct {
   double idleSeconds;
   uint64_t bytesSentInterHost; /**< the part of bytesSent that went to ranks on other hosts (hosts as
                                     `hier` groups them); new in 0.2.0 */
+  uint64_t messagesSent;       /**< the messages of bytesSent (an fp32 stream's chunks after its
+                                    first carry no header: count its chunks here); new in 0.2.0 */
 } qcclStats_t;
 
 const char* qcclGetErrorString(qcclResult_t result);

@@ -35,6 +35,10 @@
 // still sees the overflow; its residual is reset to zero. The casts (fp32/fp16/bf16) pass
 // non-finite values through element by element (Inf stays Inf) and reset those residuals to zero.
 //
+// Collectives (src/core/executor.hpp, "Raw fp32"): a message stream of the fp32 codec sends its
+// first chunk as above and every later chunk as the bare payload, count * 4 bytes of binary32 with
+// no header; the receiver checks the first chunk's header and each later chunk's exact size.
+//
 // A decoder treats the bytes as untrusted: it checks magic, version, codec, bits, bucket, flags,
 // count and payloadBytes against the caller's expectation before it reads the payload.
 #pragma once

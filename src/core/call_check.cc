@@ -39,6 +39,7 @@ class Exchanger {
     RequestPtr s = send ? t_.isend(peer, tag, mine_, bytes_) : nullptr;
     if (send && traffic_ != nullptr) {
       traffic_->sent += bytes_;
+      ++traffic_->messages;
       if (otherHost(peer)) traffic_->sentInterHost += bytes_;
     }
     bool rDone = !recv, sDone = !send, refused = false;

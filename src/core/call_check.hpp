@@ -50,6 +50,7 @@ struct CallCheck {
 /// bytesReceived count these too: they are qccl's own messages, the small sums in them included).
 struct CheckTraffic {
   uint64_t sent = 0;
+  uint64_t messages = 0;       ///< messages sent
   uint64_t sentInterHost = 0;  ///< the part of `sent` that went to ranks on other hosts (hostOfRanks())
   uint64_t received = 0;
   /// The transport's hostOfRanks(), read by the first check that counts into this, not every call.

@@ -131,8 +131,9 @@ struct Communicator::Impl {
   // Published at the end of every call, so that stats() from another thread never races the call.
   WaitTimes nativeWaits;  // waits for the transport's own collectives (check, native allreduce)
   std::atomic<double> statEncode{0}, statDecode{0}, statWait{0}, statIdle{0};
-  std::atomic<uint64_t> statBytesSent{0}, statBytesSentInterHost{0}, statBytesReceived{0}, statCalls{0},
-      statResidual{0}, statPeakResidual{0}, statStaging{0}, statPeakStaging{0}, statTensors{0}, statEvictions{0};
+  std::atomic<uint64_t> statBytesSent{0}, statBytesSentInterHost{0}, statMessagesSent{0}, statBytesReceived{0},
+      statCalls{0}, statResidual{0}, statPeakResidual{0}, statStaging{0}, statPeakStaging{0}, statTensors{0},
+      statEvictions{0};
   // An Algo, + kNativeFlag for the library's sum, kShmFlag for the segment's, kCheckFlag for a sum
   // that rode along with the cross-rank check (call_check.hpp).
   std::atomic<int> statLastAlgo{static_cast<int>(Algo::kAuto)};
@@ -308,6 +309,7 @@ struct Communicator::Impl {
                             (shm ? shm->bytes() / static_cast<uint64_t>(shm->size()) : 0);
     statBytesSent.store(e.bytesSent + checkTraffic.sent);
     statBytesSentInterHost.store(e.bytesSentInterHost + checkTraffic.sentInterHost);
+    statMessagesSent.store(e.messagesSent + checkTraffic.messages);
     statBytesReceived.store(e.bytesReceived + checkTraffic.received);
     statResidual.store(t.bytes);
     statPeakResidual.store(t.peakBytes);
@@ -977,6 +979,7 @@ CommStats Communicator::stats() const {
   CommStats s;
   s.bytesSent = m.statBytesSent.load();
   s.bytesSentInterHost = m.statBytesSentInterHost.load();
+  s.messagesSent = m.statMessagesSent.load();
   s.bytesReceived = m.statBytesReceived.load();
   s.calls = m.statCalls.load();
   s.residualBytes = m.statResidual.load();

@@ -22,6 +22,7 @@ namespace qccl {
 struct CommStats {
   uint64_t bytesSent = 0;
   uint64_t bytesSentInterHost = 0;  ///< the part of bytesSent sent to ranks on other hosts
+  uint64_t messagesSent = 0;        ///< the messages of bytesSent
   uint64_t bytesReceived = 0;
   uint64_t calls = 0;
   uint64_t residualBytes = 0;  ///< per-tensor state held now (residuals + bookkeeping)

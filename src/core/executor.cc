@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <string>
 
 #include "qccl/error.hpp"
@@ -77,6 +78,14 @@ uint64_t rngOffsetFor(uint32_t seq, int rank, int step, size_t begin) {
                                        std::to_string(p.codec.bucket));
 }
 
+// A headerless fp32 chunk of the wrong size (see StepState::bare).
+[[noreturn]] void bareMismatch(size_t bytes, size_t n, int peer, int me) {
+  QCCL_THROW(ErrorCode::kMismatch, "rank " + std::to_string(me) + ": message from rank " + std::to_string(peer) + ": " +
+                                       std::to_string(bytes) + " bytes where this rank expects " + std::to_string(n) +
+                                       " fp32 elements (" + std::to_string(n * sizeof(float)) +
+                                       " bytes): element counts or codecs differ across ranks");
+}
+
 WireInfo checkHeader(const uint8_t* buf, size_t bytes, const ExecParams& p, size_t n, int peer, int me) {
   WireInfo info = parseWire(buf, bytes);
   if (info.seq != p.seq || info.count != n || info.cfg.codec != p.codec.codec || info.cfg.bits != p.codec.bits ||
@@ -115,7 +124,9 @@ struct Executor::StepState {
   std::vector<SendGroup> groups;
   // Per receive: the send group whose encoding a self receive takes, kRemote for a peer's
   // message, kRaw for this rank's own source values (Transfer::raw).
-  static constexpr int kRemote = -1, kRaw = -2;
+  // kIdentity: an fp32 self receive that would write back the very values it sent (the ring's
+  // first allgather step, which quantizes a lossy codec's sum in place): nothing to do.
+  static constexpr int kRemote = -1, kRaw = -2, kIdentity = -3;
   std::vector<int> selfGroup;
   std::vector<uint8_t*> gslot, rslot;
   std::vector<size_t> gbytes;
@@ -124,6 +135,15 @@ struct Executor::StepState {
   std::vector<RequestPtr> pending;
   std::vector<WireInfo> sumInfo;    // recvSumChunk: one parsed header per receive stream
   std::vector<const void*> sumBuf;  // and its bytes
+
+  // fp32 streams (see executor.hpp, "Raw fp32"): chunk 0 carries the header, every later chunk is
+  // the bare floats. `gdirect[g]`: group g sends chunks k >= 1 straight from the buffer it reads,
+  // without a copy into its slot. `rdirect[r]`: receive r (kCopy) takes chunks k >= 1 straight
+  // into dst.
+  bool raw = false;
+  std::vector<uint8_t> gdirect, rdirect;
+  // A chunk k >= 1 of an fp32 stream: no header on the wire.
+  bool bare(size_t k) const { return raw && k > 0; }
 
   // Drops every outstanding request (after a failure; the staging they point at stays alive).
   void reset() noexcept {
@@ -245,6 +265,8 @@ void Executor::runSteps(const Plan& plan, size_t first, size_t last, const float
     slotBase = prepareStep(S, slotBase);
     rounds = std::max(rounds, S.rounds);
   }
+  planDirect(first, last, dst);
+  for (size_t s = first; s < last; ++s) postFirstRecvs(*scratch_[s - first]);
   for (size_t k = 0; k < rounds; ++k) {
     for (size_t s = 0; s < last - first; ++s) {
       StepState& S = *scratch_[s];
@@ -298,6 +320,7 @@ size_t Executor::prepareStep(StepState& S, size_t slotBase) {
     }
   }
   S.nR = st.recvs.size();
+  S.raw = S.p->codec.codec == CodecId::kFp32;
   for (size_t r = 1; r < S.nR && st.op == RecvOp::kSum; ++r)
     QCCL_CHECK(st.recvs[r].range == st.recvs[0].range && st.recvs[r].dstOffset == st.recvs[0].dstOffset,
                ErrorCode::kInternalError, "plan: the receives of a sum step differ in range");
@@ -313,6 +336,20 @@ size_t Executor::prepareStep(StepState& S, size_t slotBase) {
     for (size_t g = 0; g < S.nG; ++g)
       if (S.groups[g].self && S.groups[g].range == st.recvs[r].range) S.selfGroup[r] = static_cast<int>(g);
     QCCL_CHECK(S.selfGroup[r] >= 0, ErrorCode::kInternalError, "plan: self receive without a matching self send");
+  }
+  // fp32 is lossless: a self copy of a range onto itself, with no residual to fold in, changes
+  // nothing. Its group then has no self receive left to feed.
+  if (S.raw && st.op == RecvOp::kCopy && S.src == S.dst &&
+      (st.residual == Residual::kNone || (st.residual == Residual::kWorker && !S.p->workerResidual) ||
+       (st.residual == Residual::kOwner && !S.p->ownerResidual))) {
+    for (size_t r = 0; r < S.nR; ++r) {
+      const int g = S.selfGroup[r];
+      if (g < 0 || st.recvs[r].dstOffset != st.recvs[r].range.begin) continue;
+      S.selfGroup[r] = StepState::kIdentity;
+      bool fed = false;  // another self receive still takes this group's encoding
+      for (size_t q = 0; q < S.nR; ++q) fed = fed || S.selfGroup[q] == g;
+      if (!fed) S.groups[static_cast<size_t>(g)].self = false;
+    }
   }
   S.gslot.assign(S.nG * S.D, nullptr);
   S.rslot.assign(S.nR * S.D, nullptr);
@@ -332,19 +369,81 @@ size_t Executor::prepareStep(StepState& S, size_t slotBase) {
   if (S.rreq.size() < S.nR * S.D) S.rreq.resize(S.nR * S.D);
   S.rounds = 0;
   for (size_t g = 0; g < S.nG; ++g) S.rounds = std::max(S.rounds, chunksOf(S.groups[g].range, S.C));
-  for (size_t r = 0; r < S.nR; ++r) {
-    size_t K = chunksOf(st.recvs[r].range, S.C);
-    S.rounds = std::max(S.rounds, K);
-    if (S.selfGroup[r] == StepState::kRemote)
-      for (size_t k = 0; k < std::min(S.D, K); ++k) postRecv(S, r, k);
-  }
+  for (size_t r = 0; r < S.nR; ++r) S.rounds = std::max(S.rounds, chunksOf(st.recvs[r].range, S.C));
   return next;
+}
+
+// Which fp32 streams of steps [first, last) may skip their slots (StepState::gdirect, rdirect).
+// A send straight from memory is still being read while later chunks arrive, and a receive into
+// dst lands `depth` chunks ahead of the plan's order, so either is allowed only where nothing else
+// of these steps touches the same elements of dst meanwhile: a direct send's range must not be
+// written by any receive of the steps (unless it reads the source, which is not dst), a direct
+// receive's range must not be read by any send or raw receive. The steps after them start only
+// once these sends have completed (finishStep). Device buffers (ops) always go through slots.
+void Executor::planDirect(size_t first, size_t last, const float* dst) {
+  auto overlaps = [](size_t b0, size_t e0, size_t b1, size_t e1) { return b0 < e1 && b1 < e0; };
+  for (size_t s = 0; s < last - first; ++s) {
+    StepState& S = *scratch_[s];
+    S.gdirect.assign(S.nG, 0);
+    S.rdirect.assign(S.nR, 0);
+    if (!S.raw || S.p->ops != nullptr) continue;
+    for (size_t g = 0; g < S.nG; ++g) {
+      const SendGroup& grp = S.groups[g];
+      if (grp.self || grp.peers.empty()) continue;
+      bool clash = false;
+      if (S.src == dst) {
+        for (size_t o = 0; o < last - first && !clash; ++o) {
+          const StepState& O = *scratch_[o];
+          for (size_t r = 0; r < O.nR && !clash; ++r) {
+            if (O.selfGroup[r] == StepState::kIdentity) continue;
+            const Transfer& tr = O.step->recvs[r];
+            clash = overlaps(grp.range.begin, grp.range.end, tr.dstOffset, tr.dstOffset + tr.range.size());
+          }
+        }
+      }
+      S.gdirect[g] = !clash;
+    }
+    if (S.step->op != RecvOp::kCopy) continue;
+    for (size_t r = 0; r < S.nR; ++r) {
+      if (S.selfGroup[r] != StepState::kRemote) continue;
+      const Transfer& tr = S.step->recvs[r];
+      const size_t b = tr.dstOffset, e = tr.dstOffset + tr.range.size();
+      bool clash = false;
+      for (size_t o = 0; o < last - first && !clash; ++o) {
+        const StepState& O = *scratch_[o];
+        if (O.src == dst)
+          for (size_t g = 0; g < O.nG && !clash; ++g)
+            clash = overlaps(b, e, O.groups[g].range.begin, O.groups[g].range.end);
+        if (O.own == dst)
+          for (size_t q = 0; q < O.nR && !clash; ++q)
+            if (O.selfGroup[q] == StepState::kRaw)
+              clash = overlaps(b, e, O.step->recvs[q].range.begin, O.step->recvs[q].range.end);
+      }
+      S.rdirect[r] = !clash;
+    }
+  }
+}
+
+void Executor::postFirstRecvs(StepState& S) {
+  for (size_t r = 0; r < S.nR; ++r) {
+    if (S.selfGroup[r] != StepState::kRemote) continue;
+    const size_t K = chunksOf(S.step->recvs[r].range, S.C);
+    for (size_t k = 0; k < std::min(S.D, K); ++k) postRecv(S, r, k);
+  }
 }
 
 void Executor::postRecv(StepState& S, size_t r, size_t k) {
   const Transfer& tr = S.step->recvs[r];
   size_t i = r * S.D + k % S.D;
-  S.rreq[i] = t_.irecv(tr.peer, makeTag(S.si, k, t_.tagLimit()), S.rslot[i], S.recvCapacity(tr.range));
+  const uint32_t tag = makeTag(S.si, k, t_.tagLimit());
+  if (S.bare(k)) {  // the bare floats: into dst, or behind the header's room in the slot
+    const Range c = chunkOf(tr.range, S.C, k);
+    void* into = S.rdirect[r] ? static_cast<void*>(S.dst + tr.dstOffset + (c.begin - tr.range.begin))
+                              : static_cast<void*>(S.rslot[i] + kWireHeaderBytes);
+    S.rreq[i] = t_.irecv(tr.peer, tag, into, c.size() * sizeof(float));
+    return;
+  }
+  S.rreq[i] = t_.irecv(tr.peer, tag, S.rslot[i], S.recvCapacity(tr.range));
 }
 
 // Encodes chunk k of send group g once (after the slot's previous sends completed) and sends it
@@ -366,15 +465,27 @@ void Executor::sendChunk(StepState& S, size_t g, size_t k) {
   ep.seq = p.seq;
   ep.rngOffset = rngOffsetFor(p.seq, S.plan->rank, S.si, c.begin);
   uint8_t* buf = S.gslot[g * S.D + k % S.D];
-  size_t cap = S.sendCapacity(grp.range);
-  const Clock::time_point t0 = Clock::now();
-  size_t bytes = p.ops ? p.ops->encode(p.codec, S.src + c.begin, res, c.size(), buf, cap, ep)
-                       : encode(p.codec, S.src + c.begin, res, c.size(), buf, cap, ep);
-  stats_.encodeSec += since(t0);
-  S.gbytes[g] = bytes;
+  const void* wire = buf;
+  size_t bytes;
+  if (S.bare(k) && S.gdirect[g]) {  // the floats as they are, no copy (planDirect)
+    wire = S.src + c.begin;
+    bytes = c.size() * sizeof(float);
+  } else {
+    size_t cap = S.sendCapacity(grp.range);
+    const Clock::time_point t0 = Clock::now();
+    bytes = p.ops ? p.ops->encode(p.codec, S.src + c.begin, res, c.size(), buf, cap, ep)
+                  : encode(p.codec, S.src + c.begin, res, c.size(), buf, cap, ep);
+    stats_.encodeSec += since(t0);
+    S.gbytes[g] = bytes;  // a self receive takes the whole encoding
+    if (S.bare(k)) {
+      wire = buf + kWireHeaderBytes;
+      bytes -= kWireHeaderBytes;
+    }
+  }
   for (int peer : grp.peers) {
-    reqs.push_back(t_.isend(peer, makeTag(S.si, k, t_.tagLimit()), buf, bytes));
+    reqs.push_back(t_.isend(peer, makeTag(S.si, k, t_.tagLimit()), wire, bytes));
     stats_.bytesSent += bytes;
+    ++stats_.messagesSent;
     if (hostOf_[static_cast<size_t>(peer)] != hostOf_[static_cast<size_t>(t_.rank())])
       stats_.bytesSentInterHost += bytes;
   }
@@ -398,6 +509,29 @@ const uint8_t* Executor::takeChunk(StepState& S, size_t r, size_t k, WireInfo* i
     req.reset();
     stats_.bytesReceived += bytes;
     buf = S.rslot[r * S.D + k % S.D];
+    if (S.bare(k)) {
+      // No header: chunk 0 of this stream had one and passed checkHeader, so only the size is
+      // left to check. The floats are behind the slot's header room, or already in dst.
+      if (bytes != c.size() * sizeof(float)) bareMismatch(bytes, c.size(), tr.peer, S.plan->rank);
+      if (!S.rdirect[r]) {  // the header the floats would have had, for decoders that read it
+        WireHeader h{};
+        h.magic = kWireMagic;
+        h.version = kWireVersion;
+        h.codec = static_cast<uint8_t>(p.codec.codec);
+        h.bits = static_cast<uint8_t>(p.codec.bits);
+        h.bucket = p.codec.bucket;
+        h.seq = p.seq;
+        h.count = c.size();
+        h.payloadBytes = bytes;
+        std::memcpy(S.rslot[r * S.D + k % S.D], &h, sizeof(h));
+      }
+      info->cfg = p.codec;
+      info->seq = p.seq;
+      info->flags = 0;
+      info->count = c.size();
+      info->totalBytes = kWireHeaderBytes + bytes;
+      return buf;
+    }
   }
   try {
     *info = checkHeader(buf, bytes, p, c.size(), tr.peer, S.plan->rank);
@@ -432,13 +566,25 @@ void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
     stats_.decodeSec += since(t0);
     return;
   }
+  // The last write of these elements (Plan::lastStepWritesFinal): the average's 1/n goes in here.
+  const bool last = static_cast<size_t>(S.si) + 1 == S.plan->steps.size() &&
+                    (op == RecvOp::kCopy || (op == RecvOp::kSum && r + 1 == S.nR));
+  const bool direct = S.selfGroup[r] == StepState::kIdentity || (S.bare(k) && S.rdirect[r]);
+  if (direct) {  // the values are in place already: at most the average's 1/n is left to apply
+    WireInfo unused;
+    if (S.selfGroup[r] != StepState::kIdentity) takeChunk(S, r, k, &unused);
+    if (last && p.outScale != 1.0f) {
+      const Clock::time_point t0 = Clock::now();
+      decodeSumParsed(nullptr, nullptr, 0, out, c.size(), p.outScale, out);
+      stats_.decodeSec += since(t0);
+    }
+    if (S.selfGroup[r] == StepState::kRemote && k + S.D < chunksOf(tr.range, S.C)) postRecv(S, r, k + S.D);
+    return;
+  }
   WireInfo info;
   const uint8_t* buf = takeChunk(S, r, k, &info);
   const Clock::time_point t0 = Clock::now();
   bool add = !(op == RecvOp::kCopy || (op == RecvOp::kSum && first));
-  // The last write of these elements (Plan::lastStepWritesFinal): the average's 1/n goes in here.
-  const bool last = static_cast<size_t>(S.si) + 1 == S.plan->steps.size() &&
-                    (op == RecvOp::kCopy || (op == RecvOp::kSum && r + 1 == S.nR));
   if (p.ops) {
     p.ops->decode(info, buf, out, c.size(), add);
   } else {

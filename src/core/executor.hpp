@@ -18,6 +18,15 @@
 // a tag need only tell apart the streams that are in flight at once between two ranks: the steps
 // that run together and the `depth` chunks of a stream.
 //
+// Raw fp32: a stream of the lossless fp32 codec sends its chunk 0 encoded (header and floats, so
+// the receiver checks seq, codec and count as for every codec) and its later chunks as the bare
+// floats, checked by their size. Where nothing else of the running steps touches the same elements
+// of dst, those chunks leave straight from the buffer the step reads and land straight in dst,
+// without a copy into or out of a staging slot, as an uncompressed ring of the MPI library or gloo
+// moves them (planDirect). After a failure such a receive may still be landing in dst while the
+// transport lets go of it (Transport::limitDrops), as the library's own collectives on the
+// caller's buffers do.
+//
 // Deadlock freedom: in round k a rank only waits for (a) its own sends of round k - depth, whose
 // receives every peer has posted once it finished round k - 1, and (b) messages of round k that
 // every peer sends before it waits for anything of round k; so the slowest rank can always move.
@@ -71,6 +80,7 @@ struct ExecParams {
 struct ExecStats {
   uint64_t bytesSent = 0;
   uint64_t bytesSentInterHost = 0;  ///< the part of bytesSent sent to ranks on other hosts
+  uint64_t messagesSent = 0;
   uint64_t bytesReceived = 0;
   uint64_t stagingBytes = 0;
   uint64_t peakStagingBytes = 0;
@@ -124,6 +134,8 @@ class Executor {
   struct StepState;
   void runSteps(const Plan& plan, size_t first, size_t last, const float* src, float* dst, const ExecParams& p);
   size_t prepareStep(StepState& S, size_t slotBase);
+  void planDirect(size_t first, size_t last, const float* dst);
+  void postFirstRecvs(StepState& S);
   void postRecv(StepState& S, size_t recv, size_t chunk);
   void sendChunk(StepState& S, size_t group, size_t chunk);
   void recvChunk(StepState& S, size_t recv, size_t chunk, bool first);

@@ -438,16 +438,17 @@ int nbcVariable(MPI_T_cvar_handle h) {
   return v;
 }
 
-// The fp32 ring's chunk when the configuration names none: the bytes a call sends (headers
-// included) equal those of a communicator configured with the expected chunk, and differ from
-// those of the other size, on a 16 MiB tensor whose ring steps hold 4 MiB each on 4 ranks.
+// The fp32 ring's chunk when the configuration names none: the messages a call sends (one per
+// chunk) equal those of a communicator configured with the expected chunk, and differ from those
+// of the other size, on a 16 MiB tensor whose ring steps hold 4 MiB each on 4 ranks. The bytes are
+// the same for every chunk size: an fp32 stream's later chunks carry no header.
 void caseRingChunks(const std::string& transport) {
   const size_t kMiB = size_t{1} << 20;
   const size_t want = transport == "ucx" ? kMiB : 4 * kMiB, other = transport == "ucx" ? 4 * kMiB : kMiB;
   const size_t count = 4 * kMiB;
   std::vector<float> send(count), recv(count);
   for (size_t i = 0; i < count; ++i) send[i] = exactInput(gRank, i);
-  uint64_t sent[3] = {0, 0, 0};
+  uint64_t sent[3] = {0, 0, 0}, bytes[3] = {0, 0, 0};
   const size_t chunks[3] = {0, want, other};
   for (int c = 0; c < 3; ++c) {
     qcclConfig_t cfg;
@@ -466,7 +467,8 @@ void caseRingChunks(const std::string& transport) {
     qcclResult_t r = qcclAllreduce(send.data(), recv.data(), count, qcclFloat32, qcclSum, &t, comm, nullptr);
     EXPECT(r == qcclSuccess, "ring, chunk %zu: %s", chunks[c], qcclGetLastError(comm));
     qcclCommGetStats(comm, &s1);
-    sent[c] = s1.bytesSent - s0.bytesSent;
+    sent[c] = s1.messagesSent - s0.messagesSent;
+    bytes[c] = s1.bytesSent - s0.bytesSent;
     for (size_t i = 0; i < count; ++i) {
       float sum = 0;
       for (int q = 0; q < gSize; ++q) sum += exactInput(q, i);
@@ -477,10 +479,13 @@ void caseRingChunks(const std::string& transport) {
     }
     EXPECT(qcclCommDestroy(comm) == qcclSuccess, "destroy: %s", qcclGetLastError(nullptr));
   }
-  EXPECT(sent[0] == sent[1], "%s: %llu bytes sent with the default chunk, %llu with %zu bytes", transport.c_str(),
+  EXPECT(sent[0] == sent[1], "%s: %llu messages sent with the default chunk, %llu with %zu bytes", transport.c_str(),
          static_cast<unsigned long long>(sent[0]), static_cast<unsigned long long>(sent[1]), want);
-  EXPECT(sent[0] != sent[2], "%s: the default chunk sent as much as %zu-byte chunks (%llu bytes)", transport.c_str(),
+  EXPECT(sent[0] != sent[2], "%s: the default chunk sent as many messages as %zu-byte chunks (%llu)", transport.c_str(),
          other, static_cast<unsigned long long>(sent[2]));
+  EXPECT(bytes[0] == bytes[1] && bytes[1] == bytes[2], "%s: bytes sent differ by chunk size (%llu, %llu, %llu)",
+         transport.c_str(), static_cast<unsigned long long>(bytes[0]), static_cast<unsigned long long>(bytes[1]),
+         static_cast<unsigned long long>(bytes[2]));
 }
 
 void caseNbcRing(qcclComm_t comm) {

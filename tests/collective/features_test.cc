@@ -388,6 +388,65 @@ TEST(Communicator, DefaultChunkFollowsTheCodec) {
   }
 }
 
+// fp32 streams put one header on the wire, in their first chunk; the later chunks are the bare
+// floats, sent from and received into the caller's buffers where the schedule allows. Every
+// schedule, in place and out of place, summed and averaged, pipeline depths 1 and 3, many chunks:
+// the exact sum, and as many bytes sent as with one chunk per stream (fp16 pays a header per chunk).
+TEST(Communicator, Fp32StreamsSendOneHeaderAndExactSums) {
+  const int n = 3;
+  const size_t count = 10007;  // 2501 + odd shards: short last chunks
+  std::vector<std::vector<float>> x;
+  for (int r = 0; r < n; ++r) x.push_back(exactInput(count, r));
+  std::vector<float> exact(count, 0.0f);
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) exact[i] += x[r][i];
+  auto run = [&](CodecId codec, Algo algo, size_t chunkBytes, int depth, bool inPlace, RedOp op) {
+    Options opts;
+    opts.chunkBytes = chunkBytes;
+    opts.pipelineDepth = depth;
+    opts.minCompressBytes = 0;
+    opts.localCompress = true;  // loopback ranks share one host: run the schedule as asked
+    opts.timeoutSec = 30;
+    std::vector<std::vector<float>> out(n);
+    uint64_t sent = 0;
+    runRanks(n, opts, [&](Communicator& c, int r) {
+      TensorOpts t;
+      t.codec = codec;
+      t.algo = algo;
+      std::vector<float> in = x[r];
+      out[r].assign(count, -7.0f);
+      float* dst = inPlace ? in.data() : out[r].data();
+      c.allreduce(in.data(), dst, count, DataType::kFloat32, op, t);
+      if (inPlace) {
+        out[r] = in;
+      } else {
+        EXPECT_TRUE(bitEqual(in, x[r])) << "input modified out of place";
+      }
+      if (r == 0) sent = c.stats().bytesSent;
+    });
+    for (int r = 1; r < n; ++r) EXPECT_TRUE(bitEqual(out[r], out[0])) << "rank " << r;
+    return std::make_pair(out[0], sent);
+  };
+  for (Algo algo : {Algo::kRing, Algo::kSra, Algo::kAllgather}) {
+    const uint64_t oneChunk = run(CodecId::kFp32, algo, size_t{1} << 20, 2, false, RedOp::kSum).second;
+    for (int depth : {1, 3}) {
+      for (bool inPlace : {false, true}) {
+        for (RedOp op : {RedOp::kSum, RedOp::kAvg}) {
+          SCOPED_TRACE("algo " + std::to_string(static_cast<int>(algo)) + " depth " + std::to_string(depth) +
+                       (inPlace ? " in place" : " out of place") + (op == RedOp::kAvg ? " avg" : " sum"));
+          const auto [got, sent] = run(CodecId::kFp32, algo, 1024, depth, inPlace, op);
+          for (size_t i = 0; i < count; ++i)
+            ASSERT_EQ(got[i], op == RedOp::kAvg ? exact[i] * (1.0f / n) : exact[i]) << "element " << i;
+          EXPECT_EQ(sent, oneChunk) << "fp32: one header per stream, whatever the chunks";
+        }
+      }
+    }
+  }
+  EXPECT_GT(run(CodecId::kFp16, Algo::kRing, 1024, 2, false, RedOp::kSum).second,
+            run(CodecId::kFp16, Algo::kRing, size_t{1} << 20, 2, false, RedOp::kSum).second)
+      << "fp16: a header per chunk";
+}
+
 TEST(Communicator, RejectsBadArgumentsWithoutFailing) {
   runRanks(2, Options{}, [&](Communicator& c, int) {
     float x = 1;

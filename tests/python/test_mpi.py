@@ -142,6 +142,8 @@ def test_stats_count_calls_and_compression(comm):
     onebit_bytes = s2["bytes_sent"] - s1["bytes_sent"]
     if comm.size > 1:
         assert 0 < onebit_bytes * 20 < fp32_bytes
+        # The ring's 2 (n - 1) steps send at least one message each.
+        assert s1["messages_sent"] - s0["messages_sent"] >= 2 * (comm.size - 1)
     # Every rank of this test runs on one host (QCCL_HOST_ID unset): nothing left it.
     assert s2["bytes_sent_inter_host"] == 0
 

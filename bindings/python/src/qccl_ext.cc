@@ -374,6 +374,7 @@ nb::dict stats(const Comm& self) {
   nb::dict d;
   d["bytes_sent"] = s.bytesSent;
   d["bytes_sent_inter_host"] = s.bytesSentInterHost;
+  d["messages_sent"] = s.messagesSent;
   d["bytes_received"] = s.bytesReceived;
   d["calls"] = s.calls;
   d["residual_bytes"] = s.residualBytes;
