@@ -3,7 +3,7 @@
 # allreduce to race, no check), yet run.sh's auto rows on 8 hosts at 1 Gbit/s were slower than its
 # ring rows; auto always ran first of the pair there. This alternates the order: 64 MiB, 8 emulated
 # hosts at 1 Gbit/s, UCX, the MPI baselines only (gloo is in run.sh's rows), this commit's library.
-#   bench/data/fp32-bare-2026-11-27/order.sh ROUNDS OUT.jsonl
+#   bench/data/fp32-bare-2026-11-27/order.sh ROUNDS OUT.jsonl   (recorded: order-rows.jsonl, 4 rounds)
 set -euo pipefail
 rounds=${1:?rounds}
 out=$(realpath -m "${2:?out file}")
