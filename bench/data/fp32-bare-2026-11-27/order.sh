@@ -3,7 +3,8 @@
 # allreduce to race, no check), yet run.sh's auto rows on 8 hosts at 1 Gbit/s were slower than its
 # ring rows; auto always ran first of the pair there. This alternates the order: 64 MiB, 8 emulated
 # hosts at 1 Gbit/s, UCX, the MPI baselines only (gloo is in run.sh's rows), this commit's library.
-#   bench/data/fp32-bare-2026-11-27/order.sh ROUNDS OUT.jsonl   (recorded: order-rows.jsonl, 4 rounds)
+#   [TRANSPORT=mpi] bench/data/fp32-bare-2026-11-27/order.sh ROUNDS OUT.jsonl
+#   (recorded: order-rows.jsonl, UCX, 4 rounds; order-rows-mpi.jsonl, TRANSPORT=mpi, 4 rounds)
 set -euo pipefail
 rounds=${1:?rounds}
 out=$(realpath -m "${2:?out file}")
@@ -17,8 +18,8 @@ for r in $(seq 1 "$rounds"); do
   pos=0
   for algo in $order; do
     pos=$((pos + 1))
-    tag="s/^{/{\"round\":$r,\"position\":$pos,\"algo_asked\":\"$algo\",/"
-    bench/cluster/launch -n 8 -- build-release/bench/qccl-bench allreduce --transport ucx --codec none \
+    tag="s/^{/{\"transport_asked\":\"${TRANSPORT:-ucx}\",\"round\":$r,\"position\":$pos,\"algo_asked\":\"$algo\",/"
+    bench/cluster/launch -n 8 -- build-release/bench/qccl-bench allreduce --transport "${TRANSPORT:-ucx}" --codec none \
       --algo "$algo" -b 64M -e 64M -n 7 -w 2 -c 1 --baselines mpi --json 2>/dev/null | grep '"time_s"' |
       sed "$tag" >> "$out"
   done
