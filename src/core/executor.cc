@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <string>
 
 #include "qccl/error.hpp"
@@ -511,20 +510,9 @@ const uint8_t* Executor::takeChunk(StepState& S, size_t r, size_t k, WireInfo* i
     buf = S.rslot[r * S.D + k % S.D];
     if (S.bare(k)) {
       // No header: chunk 0 of this stream had one and passed checkHeader, so only the size is
-      // left to check. The floats are behind the slot's header room, or already in dst.
+      // left to check. The floats are behind the slot's header room, or already in dst; decoders
+      // take the parsed info and read only the payload (the header room is not written).
       if (bytes != c.size() * sizeof(float)) bareMismatch(bytes, c.size(), tr.peer, S.plan->rank);
-      if (!S.rdirect[r]) {  // the header the floats would have had, for decoders that read it
-        WireHeader h{};
-        h.magic = kWireMagic;
-        h.version = kWireVersion;
-        h.codec = static_cast<uint8_t>(p.codec.codec);
-        h.bits = static_cast<uint8_t>(p.codec.bits);
-        h.bucket = p.codec.bucket;
-        h.seq = p.seq;
-        h.count = c.size();
-        h.payloadBytes = bytes;
-        std::memcpy(S.rslot[r * S.D + k % S.D], &h, sizeof(h));
-      }
       info->cfg = p.codec;
       info->seq = p.seq;
       info->flags = 0;
