@@ -10,8 +10,8 @@ own cost; on request), fp32 (DDP's default gloo allreduce), fp16 (DDP's fp16_com
 powersgd (DDP's PowerSGD hook, rank --powersgd-rank, error feedback and warm start on, compressing
 from the second step, in as few buckets as DDP allows; on request) and the qccl hook with each
 codec given by --codecs (default onebit and maxmin 4-bit; a codec with the suffix +m, e.g.
-onebit+m, hands the hook the optimizer: momentum-aware compression, HookState(optimizer=opt); +mu
-does so with reconcile=False).
+onebit+m, hands the hook the optimizer: momentum-aware compression, HookState(optimizer=opt), with
+its default reconcile="auto"; +mu does so with reconcile=False, +mr with reconcile=True).
 Every variant steps with the same optimizer, plain SGD or with --momentum SGD with momentum. Each
 variant runs --warmup untimed
 steps and then --steps timed ones on the same synthetic batch; rank 0 prints the median step
@@ -57,8 +57,9 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--codecs", default="onebit,maxmin:4",
-                    help="qccl codecs, codec[:bits][+m|+mu][+hc][@algo] separated by commas; +m: "
-                         "HookState(optimizer=opt); +mu: the same with reconcile=False; +hc: clip in the hook "
+                    help="qccl codecs, codec[:bits][+m|+mu|+mr][+hc][@algo] separated by commas; +m: "
+                         "HookState(optimizer=opt); +mu / +mr: the same with reconcile=False / True; +hc: clip "
+                         "in the hook "
                          "(--clip); @sra or @allgather: that variant's algorithm (overrides --algo)")
     ap.add_argument("--algo", choices=("sra", "allgather"),
                     help="the qccl hook's algorithm for compressed parts (default: HookState's choice)")
@@ -196,6 +197,7 @@ def time_variant(name, base, hook, state, x, y, args, mpi, comm):
         out["qccl_algo"] = algo
     if momentum is not None:
         out["qccl_reconcile"] = momentum.reconcile
+        out["qccl_reconciled_share"] = momentum.reconciled / max(1, momentum.exchanges)
     if args.clip > 0:
         out["clip"] = "hook" if getattr(state, "clip_grad_norm", None) else "loop"
     for k, v in zip(PHASES, phases[1:]):
@@ -248,9 +250,9 @@ def main():
             raise SystemExit(f"--codecs {spec!r}: +hc needs --clip")
         base_spec = base_spec.removesuffix("+hc")
         clip = args.clip if hook_clip else None
-        reconcile = not base_spec.endswith("+mu")
-        aware = base_spec.endswith("+m") or not reconcile
-        codec, _, bits = base_spec.removesuffix("+mu").removesuffix("+m").partition(":")
+        reconcile = {"+mu": False, "+mr": True}.get(base_spec[-3:], "auto")
+        aware = base_spec.endswith("+m") or reconcile != "auto"
+        codec, _, bits = base_spec.removesuffix("+mu").removesuffix("+mr").removesuffix("+m").partition(":")
         bits = int(bits) if bits else None
         if aware:
             def state(opt, codec=codec, bits=bits, algo=algo, reconcile=reconcile, clip=clip):

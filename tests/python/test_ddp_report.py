@@ -76,9 +76,10 @@ def test_bench_ddp_end_to_end(tmp_path):
     assert algos == {"compute": None, "noop": None, "fp32": None, "fp16": None, "powersgd": None,
                      "qccl-onebit": "allgather", "qccl-maxmin:4": "allgather", "qccl-onebit+m": "allgather",
                      "qccl-onebit+m@sra": "sra", "qccl-onebit+mu@sra": "sra"}
-    # "+mu": optimizer= with reconcile=False; the plain hook has no momentum state to report
+    # "+m": optimizer= with its default reconcile="auto", "+mu": reconcile=False; the plain hook has no
+    # momentum state to report
     assert {r["variant"]: r.get("qccl_reconcile") for r in d["results"] if r["variant"].startswith("qccl-")} == {
-        "qccl-onebit": None, "qccl-maxmin:4": None, "qccl-onebit+m": True, "qccl-onebit+m@sra": True,
+        "qccl-onebit": None, "qccl-maxmin:4": None, "qccl-onebit+m": "auto", "qccl-onebit+m@sra": "auto",
         "qccl-onebit+mu@sra": False}
     assert d["args"]["bucket_view"] is True
     for r in d["results"]:

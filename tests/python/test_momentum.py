@@ -217,6 +217,73 @@ def test_without_reconciliation_skipped_steps_and_a_reloaded_optimizer(gloo, mpi
     assert identical_across_ranks(mpi, lossy[0])
 
 
+@pytest.mark.parametrize("codec", ["none", "onebit"])
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_auto_reconciliation_without_edits_takes_the_cheaper_passes(gloo, comm, name, codec):
+    # The default, reconcile="auto": where nothing touches the gradients between the hook and
+    # opt.step(), the optimizer's buffer differs from the last average by rounding only, so every
+    # exchange after a parameter's first must take reconcile=False's passes: the same parameters
+    # bit for bit, and only the first exchange of each of the two weights reconciled.
+    _, auto, sa = pair(OPTIMIZERS[name], comm, codec=codec)
+    _, plain, _ = pair(OPTIMIZERS[name], comm, codec=codec, reconcile=False)
+    assert sa.momentum.reconcile == "auto"
+    train([auto, plain], gloo.get_rank(), 25)
+    assert (sa.momentum.reconciled, sa.momentum.exchanges) == (2, 50)
+    assert digest(auto[0]) == digest(plain[0])
+
+
+@pytest.mark.parametrize("codec", ["none", "onebit"])
+@pytest.mark.parametrize("name", ["sgd_momentum", "sgd_dampening_wd", "adamw"])
+def test_auto_reconciliation_follows_clipping_and_skipped_steps(gloo, comm, name, codec):
+    # Clipping after every backward moves every element of the buffer: each exchange must reconcile,
+    # which gives reconcile=True's parameters bit for bit (a sample that missed it, or a tolerance
+    # too loose, would take the other pass and change the bits). A skipped opt.step() is seen at the
+    # next exchange and only there.
+    rank = gloo.get_rank()
+    clip = lambda step, model, opt: torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01) is not None
+    _, auto, sa = pair(OPTIMIZERS[name], comm, codec=codec)
+    _, full, _ = pair(OPTIMIZERS[name], comm, codec=codec, reconcile=True)
+    train([auto, full], rank, 20, before_step=clip)
+    assert (sa.momentum.reconciled, sa.momentum.exchanges) == (40, 40)
+    assert digest(auto[0]) == digest(full[0])
+    _, auto, sa = pair(OPTIMIZERS[name], comm, codec=codec)
+    skipped = {5, 11, 12}
+    counts = []
+
+    def skip(step, model, opt):
+        counts.append(sa.momentum.reconciled)
+        return step not in skipped
+
+    train([auto], rank, 20, before_step=skip)
+    # reconciled at the first exchange (step 0) and at the ones after a skipped step (6, 12, 13)
+    added = [b - a for a, b in zip([0] + counts, counts)]
+    assert [s for s, n in enumerate(added) if n] == [0, 6, 12, 13] and set(added) <= {0, 2}
+
+
+def test_auto_reconciliation_samples_move_and_survive_a_checkpoint(gloo, comm):
+    # An edit of one element of a 4096-element weight after every backward: a fixed sample of 256
+    # spaced 16 apart would see it never or always; the moving sample sees it at some exchanges.
+    rank = gloo.get_rank()
+    _, (model, opt), state = pair(OPTIMIZERS["sgd_momentum"], comm)
+    w = model.module[2].weight
+
+    def edit(step, model, opt):
+        with torch.no_grad():
+            w.grad.view(-1)[7] += 1.0
+        return True
+
+    train([(model, opt)], rank, 40, before_step=edit)
+    mc = state.momentum
+    assert 2 < mc.reconciled < mc.exchanges
+    sd = state.state_dict()
+    assert sd["momentum"]["calls"] == {0: 39, 2: 39}  # the weights' exchanges after their first
+    again = qtorch.HookState(comm, codec="none", min_compress_numel=1000, optimizer=opt)
+    again.load_state_dict(sd)
+    assert again.momentum._calls == mc._calls
+    with pytest.raises(qccl.Error, match="reconcile='sometimes'"):
+        qtorch.HookState(comm, optimizer=opt, reconcile="sometimes")
+
+
 class FakeScaler:
     """What the hook reads of a GradScaler: get_scale()."""
 

@@ -60,7 +60,7 @@ import threading
 import warnings
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 import torch.distributed as dist
@@ -128,11 +128,15 @@ class HookState:
             ``"onebit_adam"`` for Adam/AdamW with a lossy codec (warming up for
             ``ADAM_WARMUP_STEPS`` = 100 steps unless ``warmup_steps`` is given).
         reconcile: with ``optimizer``: carry into the local momenta whatever changed the
-            optimizer's buffer since the last exchange (default). False never reads the buffer,
-            two passes over the parameters fewer per step, and is only for loops that hand
-            ``opt.step()`` the hook's gradients unchanged: ``clip_grad_norm_`` after backward then
-            trains worse (:mod:`qccl.momentum`, "Without reconciliation"); ``clip_grad_norm``
-            below is fine. Not for ``scheme="ef21"``.
+            optimizer's buffer since the last exchange (clipping after backward, a skipped
+            ``opt.step()``, a loaded optimizer state). ``"auto"`` (default) compares the buffer with
+            the average it was asked to take on 256 sampled elements per parameter and reconciles
+            the parameters where it moved by more than rounding; the others take the cheaper pass
+            that never reads the buffer. True reconciles every exchange (reads the buffer always);
+            False never does, and is only for loops that hand ``opt.step()`` the hook's gradients
+            unchanged: ``clip_grad_norm_`` after backward then trains worse (:mod:`qccl.momentum`,
+            "Reconciliation"); ``clip_grad_norm`` below is fine. ``scheme="ef21"`` always
+            reconciles.
         clip_grad_norm: clip in the hook instead of calling ``clip_grad_norm_`` after backward
             (remove that call): each rank scales its own gradient, every bucket of the step by one
             factor, to an L2 norm of at most ``clip_grad_norm * sqrt(ranks)`` before the exchange,
@@ -155,7 +159,7 @@ class HookState:
     def __init__(self, comm: Optional[Communicator] = None, codec: str = "onebit", bits: Optional[int] = None,
                  algo: Optional[str] = None, min_compress_numel: int = 1024, compress_1d: bool = False,
                  warmup_steps: int = 0, async_op: bool = True, *, optimizer: Any = None,
-                 scheme: Optional[str] = None, grad_scaler: Any = None, reconcile: bool = True,
+                 scheme: Optional[str] = None, grad_scaler: Any = None, reconcile: Union[bool, str] = "auto",
                  clip_grad_norm: Optional[float] = None):
         if comm is None:
             import os

@@ -9,7 +9,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
@@ -211,6 +213,29 @@ void momentumCorrectedFromSent(Array x, Array sent, Array p, float mu, float kee
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
 #endif
+
+// reconcile="auto" (momentum.py, "Reconciliation"): how far the optimizer's buffer moved away from
+// the average the last exchange asked for (sent), on `samples` elements spaced evenly from `offset`:
+// max |buf - sent| over max (|buf| + |sent| + |kw * p|), kw = keep * wd (p read only when kw != 0).
+// Without anything changing the gradient between the hook and opt.step(), the two differ by the
+// rounding of the optimizer's arithmetic only. Infinity where a sampled value is not finite.
+double momentumDrift(Array buf, Array sent, Array p, float kw, size_t samples, size_t offset) {
+  const size_t n = buf.size();
+  const float* bp = f32Data(buf, n, "buf");
+  const float* sp = f32Data(sent, n, "sent");
+  const float* pp = kw != 0.0f ? f32Data(p, n, "p") : nullptr;
+  if (n == 0 || samples == 0) return 0.0;
+  const size_t stride = std::max<size_t>(1, n / samples);
+  double dev = 0.0, scale = 0.0;
+  for (size_t k = 0, i = offset % stride; k < samples && i < n; ++k, i += stride) {
+    const double b = bp[i], s = sp[i], w = pp != nullptr ? static_cast<double>(kw) * pp[i] : 0.0;
+    if (!std::isfinite(b) || !std::isfinite(s) || !std::isfinite(w)) return INFINITY;
+    dev = std::max(dev, std::fabs(b - s));
+    scale = std::max(scale, std::fabs(b) + std::fabs(s) + std::fabs(w));
+  }
+  if (dev == 0.0) return 0.0;
+  return scale > 0.0 ? dev / scale : INFINITY;
+}
 
 qcclConfig_t makeConfig(const nb::dict& overrides) {
   qcclConfig_t c;
@@ -596,6 +621,8 @@ NB_MODULE(_qccl, m) {
         nb::arg("p").noconvert(), nb::arg("mu"), nb::arg("keep"), nb::arg("wd"));
   m.def("_momentum_corrected_from_sent", &momentumCorrectedFromSent, nb::arg("x").noconvert(),
         nb::arg("sent").noconvert(), nb::arg("p").noconvert(), nb::arg("mu"), nb::arg("keep"), nb::arg("wd"));
+  m.def("_momentum_drift", &momentumDrift, nb::arg("buf").noconvert(), nb::arg("sent").noconvert(),
+        nb::arg("p").noconvert(), nb::arg("kw"), nb::arg("samples"), nb::arg("offset"));
 
   m.def("init_mpi", &initMpi, nb::arg("fortran_handle"), nb::arg("config"), nb::rv_policy::take_ownership);
   m.def("init_rank", &initRank, nb::arg("nranks"), nb::arg("unique_id"), nb::arg("rank"), nb::arg("config"),
