@@ -87,8 +87,11 @@ def parse_args():
     ap.add_argument("--hook-clip", type=float, default=0.0,
                     help="with --clip-in-hook: the clip_grad_norm HookState gets (default: --clip; each rank is "
                     "clipped to it times sqrt(ranks)), while fp32 still clips to --clip after backward")
-    ap.add_argument("--no-reconcile", action="store_true",
-                    help="CODEC+m variants: HookState(..., reconcile=False) (qccl.momentum, \"Without reconciliation\")")
+    ap.add_argument("--reconcile", choices=("auto", "true", "false"), default="auto",
+                    help="CODEC+m variants: HookState(..., reconcile=...): auto (the hook's default), true or false "
+                    "(qccl.momentum, \"Reconciliation\")")
+    ap.add_argument("--no-reconcile", dest="reconcile", action="store_const", const="false",
+                    help="the same as --reconcile false")
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--out", help="JSON file written by rank 0")
     return ap.parse_args()
@@ -134,8 +137,7 @@ def make_hook(kind: str, ddp: DDP, opt, codec, bits, scheme, args, task: Task, m
         kw["optimizer"] = opt
         if scheme != "m":
             kw["scheme"] = scheme
-        if args.no_reconcile:
-            kw["reconcile"] = False
+        kw["reconcile"] = {"auto": "auto", "true": True, "false": False}[args.reconcile]
         # By default the run warms up as the README tells a user who knows the run length to: 10% of
         # it uncompressed for onebit_adam (the hook's default for Adam/AdamW with a lossy codec) and
         # for the 1-bit codecs under SGD momentum (bench/RESULTS.md, "A warm-up of uncompressed steps")
@@ -268,7 +270,7 @@ def main() -> None:
         meta = {"task": task.name, "seed": args.seed, "ranks": mpi.size, "steps": task.steps,
                 "batch_per_rank": task.batch, "lr": task.lr, "constant_lr": args.constant_lr, "algo": args.algo,
                 "clip": args.clip, "clip_in_hook": args.clip_in_hook,
-                "hook_clip": args.hook_clip or None, "reconcile": not args.no_reconcile,
+                "hook_clip": args.hook_clip or None, "reconcile": args.reconcile,
                 "torch": torch.__version__,
                 "parameters": sum(p.numel() for p in base.parameters())}
         with open(args.out, "w") as f:
