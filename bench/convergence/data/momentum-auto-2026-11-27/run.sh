@@ -4,7 +4,7 @@
 #   auto/       the three fast tasks, seeds 0-2, no clipping: to equal no-reconcile/ there
 #   clip-auto/  ts-sgdm and ts-nesterov with clip_grad_norm_(0.1) after every backward, seeds 0-2:
 #               to equal clip-reconcile/ there
-# then paired.py A_DIR B_DIR for each pair.
+# then ../momentum-no-reconcile-2026-11-25/paired.py A_DIR B_DIR for each pair.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../../../.."
