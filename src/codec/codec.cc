@@ -104,6 +104,25 @@ void scaleRange(float* out, size_t n, float s) {
   for (; i < n; ++i) out[i] = out[i] * s;
 }
 
+// out[0..n) = init[0..n) + the fp32 payload's floats: a sum's raw first term and its first fp32
+// source in one pass, instead of copying init into out and adding the payload over it (the same
+// single addition per element, in the order the decode's add makes it: out + decoded). The copy
+// showed as 5% of all CPU in the fp32 ring across 4 unshaped emulated hosts; one pass makes this
+// sum 0.84x the time on its own (bench/RESULTS.md, "The fp32 ring's sums in one pass").
+void addFp32Payload(const float* init, const uint8_t* payload, float* out, size_t n) {
+  size_t i = 0;
+  float v[16];
+  for (; i + 16 <= n; i += 16) {
+    std::memcpy(v, payload + 4 * i, sizeof v);
+    for (size_t j = 0; j < 16; ++j) out[i + j] = init[i + j] + v[j];
+  }
+  for (; i < n; ++i) {
+    float x;
+    std::memcpy(&x, payload + 4 * i, sizeof x);
+    out[i] = init[i] + x;
+  }
+}
+
 // Elements of a decodeSum's first term copied at a time (64 KiB: stays in L2 for the adds).
 constexpr size_t kInitPieceElems = 16384;
 
@@ -131,10 +150,18 @@ void decodeSources(const Kernels& k, const WireInfo* infos, const void* const* i
     auto fn = k.castDecode[static_cast<int>(cfg.codec)];
     constexpr size_t kPiece = 4096;
     const size_t width = cfg.codec == CodecId::kFp32 ? 4 : 2;
+    // A raw first term and an fp32 first source: summed in one pass (addFp32Payload).
+    const bool fuseInit = sources > 0 && init != nullptr && init != out && cfg.codec == CodecId::kFp32;
     for (size_t base = 0; base < n; base += kPiece) {
       const size_t m = n - base < kPiece ? n - base : kPiece;
-      if (init != nullptr && init != out) std::memmove(out + base, init + base, m * sizeof(float));
-      for (size_t j = 0; j < sources; ++j) fn(payload(j) + base * width, m, out + base, add || init || j > 0);
+      size_t j = 0;
+      if (fuseInit) {
+        addFp32Payload(init + base, payload(0) + base * width, out + base, m);
+        j = 1;
+      } else if (init != nullptr && init != out) {
+        std::memmove(out + base, init + base, m * sizeof(float));
+      }
+      for (; j < sources; ++j) fn(payload(j) + base * width, m, out + base, add || init || j > 0);
       if (scale != 1.0f) scaleRange(out + base, m, scale);
     }
     return;

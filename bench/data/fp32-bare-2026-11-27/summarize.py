@@ -7,6 +7,7 @@ import statistics as st
 import sys
 
 rows = [json.loads(l) for l in open(sys.argv[1])]
+OLD, NEW = sys.argv[2:4] if len(sys.argv) > 3 else ('copy', 'bare')
 d = collections.defaultdict(list)
 for r in rows:
     d[(r['hosts'], r['rate'], r['transport'], r['algo_asked'], r['size'] >> 20, r['variant'])].append(r)
@@ -21,12 +22,12 @@ def med(v, f):
     return st.median(f(x) for x in v)
 
 
-print('| hosts, rate | transport | asked | size | ran | copy ms | bare ms | bare/copy | copy x_best | bare x_best '
-      '| bare vs best outside qccl | gloo ms | cpu ms copy / bare | encode+decode ms copy / bare | checked, wrong |')
+print(f'| hosts, rate | transport | asked | size | ran | {OLD} ms | {NEW} ms | {NEW}/{OLD} | {OLD} x_best | {NEW} x_best '
+      f'| {NEW} vs best outside qccl | gloo ms | cpu ms {OLD} / {NEW} | encode+decode ms {OLD} / {NEW} | checked, wrong |')
 print('|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|')
 keys = sorted({k[:5] for k in d})
 for k in keys:
-    c, b = d.get(k + ('copy',), []), d.get(k + ('bare',), [])
+    c, b = d.get(k + (OLD,), []), d.get(k + (NEW,), [])
     if not c or not b:
         continue
     ran = ','.join(sorted({x['algo_ran'] for x in c + b}))
