@@ -260,6 +260,30 @@ def test_auto_reconciliation_follows_clipping_and_skipped_steps(gloo, comm, name
     assert [s for s, n in enumerate(added) if n] == [0, 6, 12, 13] and set(added) <= {0, 2}
 
 
+def test_drift_check_on_any_tensor_matches_the_fused_one():
+    # reconcile="auto"'s check takes the C++ helper on contiguous float32 CPU tensors and torch's
+    # operations elsewhere (CUDA, other dtypes, strided views): both must measure the same drift.
+    g = torch.Generator().manual_seed(3)
+    for n in (0, 1, 100, 4096, 10_001):
+        buf = torch.randn(n, generator=g)
+        sent = buf + 1e-6 * torch.randn(n, generator=g)
+        p = torch.randn(n, generator=g)
+        if n > 7:
+            sent[7] += 0.5  # one edited element: seen only by the samples that hold it
+        for offset in (0, 5, 7, 12345):
+            for kw in (0.0, 1e-2):
+                fused = qmomentum._drift(buf, sent, p, kw, offset)
+                strided = [t.repeat_interleave(2)[::2] for t in (buf, sent, p)]
+                assert not strided[0].is_contiguous() or n <= 1
+                other = [qmomentum._drift(*strided, kw, offset), qmomentum._drift(buf.double(), sent.double(), p.double(), kw, offset)]
+                for d in other:
+                    assert d == pytest.approx(fused, rel=1e-6, abs=1e-12), (n, offset, kw)
+    bad = torch.ones(300)
+    bad[0] = float("nan")
+    assert qmomentum._drift(bad, torch.ones(300), bad, 0.0, 0) == float("inf")
+    assert qmomentum._drift(bad.double(), torch.ones(300).double(), bad, 0.0, 0) == float("inf")
+
+
 def test_auto_reconciliation_samples_move_and_survive_a_checkpoint(gloo, comm):
     # An edit of one element of a 4096-element weight after every backward: a fixed sample of 256
     # spaced 16 apart would see it never or always; the moving sample sees it at some exchanges.

@@ -112,6 +112,25 @@ def drift_tolerance(mu: float) -> float:
     codecs none, onebit and signscale on 4 ranks: at most 2.5e-7, against 1.9e-5 here for 0.9.)"""
     return 32.0 * 2.0**-24 / max(1.0 - mu, 1e-3)
 
+def _drift(buf: torch.Tensor, sent: torch.Tensor, pf: torch.Tensor, kw: float, offset: int) -> float:
+    """``max |buf - sent| / max(|buf| + |sent| + |kw p|)`` over DRIFT_SAMPLES elements spaced
+    ``max(1, n // DRIFT_SAMPLES)`` apart from ``offset`` (infinity where one is not finite, 0 where
+    nothing differs): the C++ helper on contiguous float32 CPU tensors, torch's operations else."""
+    if _fusable(buf, sent, pf):
+        return _qccl._momentum_drift(buf, sent, pf, kw, DRIFT_SAMPLES, offset)
+    n = buf.numel()
+    if n == 0:
+        return 0.0
+    stride = max(1, n // DRIFT_SAMPLES)
+    idx = slice(offset % stride, offset % stride + stride * DRIFT_SAMPLES, stride)
+    b, s = buf[idx].double(), sent[idx].double()
+    w = (pf[idx].double() * kw).abs() if kw != 0.0 else torch.zeros_like(b)
+    if not (torch.isfinite(b).all() and torch.isfinite(s).all() and torch.isfinite(w).all()):
+        return float("inf")
+    dev, scale = float((b - s).abs().max()), float((b.abs() + s.abs() + w).max())
+    return 0.0 if dev == 0.0 else dev / scale if scale > 0.0 else float("inf")
+
+
 # Uncompressed steps before onebit_adam freezes the second moment, when it is the default scheme
 # and the hook was given no warmup_steps.
 ADAM_WARMUP_STEPS = 100
@@ -330,20 +349,9 @@ class MomentumCorrection:
             return True  # nothing to compare with: start from the buffer, as reconciliation does
         calls = self._calls.get(p, 0)
         self._calls[p] = calls + 1
-        n = buf.numel()
-        stride = max(1, n // DRIFT_SAMPLES)
+        stride = max(1, buf.numel() // DRIFT_SAMPLES)
         offset = (calls * 0x9E3779B1) % stride  # a different sample at every exchange
-        kw = h.keep * h.wd
-        if _fusable(buf, sent, pf):
-            drift = _qccl._momentum_drift(buf, sent, pf, kw, DRIFT_SAMPLES, offset)
-        else:
-            idx = slice(offset, offset + stride * DRIFT_SAMPLES, stride)
-            b, s = buf[idx].float(), sent[idx].float()
-            w = (pf[idx].float() * kw).abs() if kw != 0.0 else torch.zeros_like(b)
-            dev, scale = float((b - s).abs().max()), float((b.abs() + s.abs() + w).max())
-            finite = bool(torch.isfinite(b).all() and torch.isfinite(s).all() and torch.isfinite(w).all())
-            drift = (0.0 if dev == 0.0 else dev / scale if scale > 0.0 else float("inf")) if finite else float("inf")
-        return not drift <= drift_tolerance(h.mu)
+        return not _drift(buf, sent, pf, h.keep * h.wd, offset) <= drift_tolerance(h.mu)
 
     def snapshot(self) -> Dict[torch.Tensor, Dict[str, torch.Tensor]]:
         """A copy of the local momenta and the buffers last asked for, for restore()."""
