@@ -349,9 +349,8 @@ class MomentumCorrection:
             return True  # nothing to compare with: start from the buffer, as reconciliation does
         calls = self._calls.get(p, 0)
         self._calls[p] = calls + 1
-        stride = max(1, buf.numel() // DRIFT_SAMPLES)
-        offset = (calls * 0x9E3779B1) % stride  # a different sample at every exchange
-        return not _drift(buf, sent, pf, h.keep * h.wd, offset) <= drift_tolerance(h.mu)
+        # a different sample at every exchange (_drift takes the offset modulo its spacing)
+        return not _drift(buf, sent, pf, h.keep * h.wd, calls * 0x9E3779B1) <= drift_tolerance(h.mu)
 
     def snapshot(self) -> Dict[torch.Tensor, Dict[str, torch.Tensor]]:
         """A copy of the local momenta and the buffers last asked for, for restore()."""
