@@ -11,7 +11,8 @@ powersgd (DDP's PowerSGD hook, rank --powersgd-rank, error feedback and warm sta
 from the second step, in as few buckets as DDP allows; on request) and the qccl hook with each
 codec given by --codecs (default onebit and maxmin 4-bit; a codec with the suffix +m, e.g.
 onebit+m, hands the hook the optimizer: momentum-aware compression, HookState(optimizer=opt), with
-its default reconcile="auto"; +mu does so with reconcile=False, +mr with reconcile=True).
+its default reconcile="auto"; +mu does so with reconcile=False, +mr with reconcile=True, +ma with
+the corrected pass after the exchange instead of inside its last decode).
 Every variant steps with the same optimizer, plain SGD or with --momentum SGD with momentum. Each
 variant runs --warmup untimed
 steps and then --steps timed ones on the same synthetic batch; rank 0 prints the median step
@@ -57,8 +58,9 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--codecs", default="onebit,maxmin:4",
-                    help="qccl codecs, codec[:bits][+m|+mu|+mr][+hc][@algo] separated by commas; +m: "
-                         "HookState(optimizer=opt); +mu / +mr: the same with reconcile=False / True; +hc: clip "
+                    help="qccl codecs, codec[:bits][+m|+mu|+mr|+ma][+hc][@algo] separated by commas; +m: "
+                         "HookState(optimizer=opt); +mu / +mr: the same with reconcile=False / True; +ma: with "
+                         "the corrected pass after the exchange instead of inside it; +hc: clip "
                          "in the hook "
                          "(--clip); @sra or @allgather: that variant's algorithm (overrides --algo)")
     ap.add_argument("--algo", choices=("sra", "allgather"),
@@ -198,6 +200,7 @@ def time_variant(name, base, hook, state, x, y, args, mpi, comm):
     if momentum is not None:
         out["qccl_reconcile"] = momentum.reconcile
         out["qccl_reconciled_share"] = momentum.reconciled / max(1, momentum.exchanges)
+        out["qccl_fused_share"] = momentum.fused / max(1, momentum.exchanges)
     if args.clip > 0:
         out["clip"] = "hook" if getattr(state, "clip_grad_norm", None) else "loop"
     for k, v in zip(PHASES, phases[1:]):
@@ -251,13 +254,17 @@ def main():
         base_spec = base_spec.removesuffix("+hc")
         clip = args.clip if hook_clip else None
         reconcile = {"+mu": False, "+mr": True}.get(base_spec[-3:], "auto")
-        aware = base_spec.endswith("+m") or reconcile != "auto"
-        codec, _, bits = base_spec.removesuffix("+mu").removesuffix("+mr").removesuffix("+m").partition(":")
+        fuse = not base_spec.endswith("+ma")
+        aware = base_spec.endswith("+m") or reconcile != "auto" or not fuse
+        codec, _, bits = (base_spec.removesuffix("+mu").removesuffix("+mr").removesuffix("+ma").removesuffix("+m")
+                          .partition(":"))
         bits = int(bits) if bits else None
         if aware:
-            def state(opt, codec=codec, bits=bits, algo=algo, reconcile=reconcile, clip=clip):
-                return qtorch.HookState(comm, codec=codec, bits=bits, algo=algo, optimizer=opt, reconcile=reconcile,
-                                        clip_grad_norm=clip)
+            def state(opt, codec=codec, bits=bits, algo=algo, reconcile=reconcile, clip=clip, fuse=fuse):
+                st = qtorch.HookState(comm, codec=codec, bits=bits, algo=algo, optimizer=opt, reconcile=reconcile,
+                                      clip_grad_norm=clip)
+                st.momentum.fuse = fuse
+                return st
         else:
             state = qtorch.HookState(comm, codec=codec, bits=bits, algo=algo, clip_grad_norm=clip)
         variants.append((f"qccl-{spec}", qtorch.allreduce_hook, state))

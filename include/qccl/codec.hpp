@@ -73,12 +73,23 @@ WireInfo decode(const void* in, size_t bytes, float* out, size_t n);
 /// out[0..n) += decode(in), fused. Same validation as decode.
 WireInfo decodeAdd(const void* in, size_t bytes, float* out, size_t n);
 
+/// A rewrite of a decode's finished values while they are in cache: `fn(ctx, out, n)` is called
+/// once for each piece of the output (a bucket, or a few thousand elements of a cast) right after
+/// the piece's last addition and scaling, with out pointing into the decode's `out`. An
+/// allreduce's epilogue (qcclAllreduceEpilogue) runs through it; a null fn does nothing.
+struct DecodeEpilogue {
+  void (*fn)(const void* ctx, float* out, size_t n) = nullptr;
+  const void* ctx = nullptr;
+};
+
 /// decode (add = false) or decodeAdd (add = true) of bytes that parseWire() already validated:
 /// `info` must be parseWire's result for these bytes. Skips the second parse; still checks
 /// info.count == n (Error kMismatch). With `scale` != 1 every element written is then multiplied
 /// by it, bucket by bucket while the bucket is in cache: bit for bit the decode followed by a pass
-/// of out[i] *= scale (an average's 1/n on the call's last write of out).
-void decodeParsed(const WireInfo& info, const void* in, float* out, size_t n, bool add, float scale = 1.0f);
+/// of out[i] *= scale (an average's 1/n on the call's last write of out). With `epilogue`, each
+/// piece of out is then handed to it (DecodeEpilogue), each element exactly once.
+void decodeParsed(const WireInfo& info, const void* in, float* out, size_t n, bool add, float scale = 1.0f,
+                  const DecodeEpilogue* epilogue = nullptr);
 
 /// out[0..n) = (decode(in[0]) + decode(in[1]) + ... + decode(in[k-1])) * scale, summed left to
 /// right: bit for bit decodeParsed(in[0], add = false) followed by decodeParsed(in[j], add = true)
@@ -88,8 +99,9 @@ void decodeParsed(const WireInfo& info, const void* in, float* out, size_t n, bo
 /// hold n elements (kMismatch). k >= 1.
 /// With `init` (n floats, may be `out` itself) the sum starts from it instead:
 /// out = (init + decode(in[0]) + ... + decode(in[k-1])) * scale, left to right; k may then be 0.
+/// `epilogue` as in decodeParsed.
 void decodeSumParsed(const WireInfo* infos, const void* const* in, size_t k, float* out, size_t n, float scale = 1.0f,
-                     const float* init = nullptr);
+                     const float* init = nullptr, const DecodeEpilogue* epilogue = nullptr);
 
 /// "fp32", "fp16", "bf16", "onebit", "signscale", "maxmin", "dyn8".
 const char* codecName(CodecId id) noexcept;

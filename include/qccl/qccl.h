@@ -312,6 +312,22 @@ qcclResult_t qcclTensorStateScale(qcclComm_t comm, uint64_t id, float factor, in
 qcclResult_t qcclAllreduce(const void* sendbuff, void* recvbuff, size_t count, qcclDataType_t datatype, qcclRedOp_t op,
                            const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream);
 
+/** qcclAllreduceEpilogue's function: rewrites values[0..count), elements [first, first + count) of
+ *  the result, in place. It runs on the calling thread and must not call qccl or unwind. */
+typedef void (*qcclEpilogueFn_t)(void* user, float* values, size_t first, size_t count);
+
+/** qcclAllreduce of float32 host buffers, then fn(user, ...) over every element of the result
+ *  exactly once (in pieces of any size and order) before the call returns: an update fused into the
+ *  reduction, such as an optimizer step or momentum correction. Where the schedule writes each
+ *  element's final value in its last step (sra, allgather-reduce), fn runs inside that step's
+ *  decodes on each bucket while it is in cache, which saves a separate pass's reads and writes of
+ *  recvbuff; elsewhere (the ring, the MPI library's or the shared-memory sum, hier, one rank) it
+ *  runs once over the whole result after the sum. Either way recvbuff ends bit for bit as qcclAllreduce followed by fn
+ * over it. Device buffers and other dtypes: qcclInvalidArgument. After a failure the contents of recvbuff are
+ * undefined, as for qcclAllreduce, and fn may have run on parts of it. */
+qcclResult_t qcclAllreduceEpilogue(const float* sendbuff, float* recvbuff, size_t count, qcclRedOp_t op,
+                                   const qcclTensorOpts_t* opts, qcclEpilogueFn_t fn, void* user, qcclComm_t comm);
+
 /** recvbuff[r * sendcount + i] = rank r's sendbuff[i]. With a lossy codec every rank receives the
  *  decoded values (its own slot included); opts->id keys the error feedback of the sender.
  *  opts->algo qcclAlgoHier gathers by host (each block crosses to another host once), with the

@@ -129,9 +129,13 @@ constexpr size_t kInitPieceElems = 16384;
 // out = (out if add, or init if given) + decode(in[0]) + ... + decode(in[sources - 1]), then * scale,
 // piece by piece (a bucket, or 4096 elements of a cast) so that out is written once while the piece
 // is in cache. The sums and their order are those of one decode per source in turn followed by a
-// scaling pass.
+// scaling pass. Each finished piece then goes through the epilogue, if any, while still in cache.
 void decodeSources(const Kernels& k, const WireInfo* infos, const void* const* in, size_t sources, float* out, size_t n,
-                   bool add, float scale, const float* init = nullptr) {
+                   bool add, float scale, const float* init = nullptr, const DecodeEpilogue* epi = nullptr) {
+  const auto finish = [&](float* piece, size_t m) {
+    if (scale != 1.0f) scaleRange(piece, m, scale);
+    if (epi != nullptr && epi->fn != nullptr) epi->fn(epi->ctx, piece, m);
+  };
   const CodecConfig& cfg = infos[0].cfg;
   for (size_t j = 0; j < sources; ++j) {
     if (infos[j].count != n)
@@ -162,7 +166,7 @@ void decodeSources(const Kernels& k, const WireInfo* infos, const void* const* i
         std::memmove(out + base, init + base, m * sizeof(float));
       }
       for (; j < sources; ++j) fn(payload(j) + base * width, m, out + base, add || init || j > 0);
-      if (scale != 1.0f) scaleRange(out + base, m, scale);
+      finish(out + base, m);
     }
     return;
   }
@@ -174,7 +178,7 @@ void decodeSources(const Kernels& k, const WireInfo* infos, const void* const* i
     for (size_t base = 0, b = 0; base < n; base += cfg.bucket, ++b) {
       const uint32_t m = static_cast<uint32_t>(n - base < cfg.bucket ? n - base : cfg.bucket);
       for (size_t j = 0; j < sources; ++j) fn(ctx, payload(j) + b * fullBlock, m, out + base, add || init || j > 0);
-      if (scale != 1.0f) scaleRange(out + base, m, scale);
+      finish(out + base, m);
     }
     return;
   }
@@ -189,28 +193,33 @@ void decodeSources(const Kernels& k, const WireInfo* infos, const void* const* i
         const uint32_t m = static_cast<uint32_t>(n - base < cfg.bucket ? n - base : cfg.bucket);
         fn(ctx, payload(j) + b * fullBlock, m, out + base, true);
       }
-    if (scale != 1.0f) scaleRange(out + p0, pn, scale);
+    finish(out + p0, pn);
   }
 }
 
 }  // namespace
 
 void decodeParsedWith(const Kernels& k, const WireInfo& info, const void* in, float* out, size_t n, bool add,
-                      float scale) {
-  decodeSources(k, &info, &in, 1, out, n, add, scale);
+                      float scale, const DecodeEpilogue* epilogue) {
+  decodeSources(k, &info, &in, 1, out, n, add, scale, nullptr, epilogue);
 }
 
 void decodeSumParsedWith(const Kernels& k, const WireInfo* infos, const void* const* in, size_t sources, float* out,
-                         size_t n, float scale, const float* init) {
+                         size_t n, float scale, const float* init, const DecodeEpilogue* epilogue) {
   QCCL_CHECK(sources >= 1 ? infos != nullptr && in != nullptr : init != nullptr || n == 0, ErrorCode::kInvalidArgument,
              "decodeSum: needs at least one source");
   QCCL_CHECK(init == nullptr || out != nullptr || n == 0, ErrorCode::kInvalidArgument, "decode: null output");
-  if (sources == 0) {  // init alone
-    if (init != out && n > 0) std::memmove(out, init, n * sizeof(float));
-    if (scale != 1.0f) scaleRange(out, n, scale);
+  if (sources == 0) {  // init alone, a piece at a time when there is an epilogue to run in cache
+    const size_t piece = epilogue != nullptr && epilogue->fn != nullptr ? kInitPieceElems : n;
+    for (size_t p0 = 0; p0 < n; p0 += piece) {
+      const size_t m = n - p0 < piece ? n - p0 : piece;
+      if (init != out) std::memmove(out + p0, init + p0, m * sizeof(float));
+      if (scale != 1.0f) scaleRange(out + p0, m, scale);
+      if (epilogue != nullptr && epilogue->fn != nullptr) epilogue->fn(epilogue->ctx, out + p0, m);
+    }
     return;
   }
-  decodeSources(k, infos, in, sources, out, n, false, scale, init);
+  decodeSources(k, infos, in, sources, out, n, false, scale, init, epilogue);
 }
 
 WireInfo decodeWith(const Kernels& k, const void* in, size_t bytes, float* out, size_t n, bool add) {
@@ -347,13 +356,14 @@ WireInfo decodeAdd(const void* in, size_t bytes, float* out, size_t n) {
   return cpu::decodeWith(cpu::activeKernels(), in, bytes, out, n, true);
 }
 
-void decodeParsed(const WireInfo& info, const void* in, float* out, size_t n, bool add, float scale) {
-  cpu::decodeParsedWith(cpu::activeKernels(), info, in, out, n, add, scale);
+void decodeParsed(const WireInfo& info, const void* in, float* out, size_t n, bool add, float scale,
+                  const DecodeEpilogue* epilogue) {
+  cpu::decodeParsedWith(cpu::activeKernels(), info, in, out, n, add, scale, epilogue);
 }
 
 void decodeSumParsed(const WireInfo* infos, const void* const* in, size_t k, float* out, size_t n, float scale,
-                     const float* init) {
-  cpu::decodeSumParsedWith(cpu::activeKernels(), infos, in, k, out, n, scale, init);
+                     const float* init, const DecodeEpilogue* epilogue) {
+  cpu::decodeSumParsedWith(cpu::activeKernels(), infos, in, k, out, n, scale, init, epilogue);
 }
 
 const char* codecName(CodecId id) noexcept {

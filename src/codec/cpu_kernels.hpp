@@ -98,9 +98,10 @@ size_t encodeWith(const Kernels& k, const CodecConfig& cfg, const float* in, flo
                   size_t outCapacity, const EncodeParams& params);
 WireInfo decodeWith(const Kernels& k, const void* in, size_t bytes, float* out, size_t n, bool add);
 void decodeParsedWith(const Kernels& k, const WireInfo& info, const void* in, float* out, size_t n, bool add,
-                      float scale = 1.0f);
+                      float scale = 1.0f, const DecodeEpilogue* epilogue = nullptr);
 void decodeSumParsedWith(const Kernels& k, const WireInfo* infos, const void* const* in, size_t sources, float* out,
-                         size_t n, float scale = 1.0f, const float* init = nullptr);
+                         size_t n, float scale = 1.0f, const float* init = nullptr,
+                         const DecodeEpilogue* epilogue = nullptr);
 
 /// Canonical bucket sum (codec_math.hpp): 128 slots, 32 lanes of four, halving fold.
 inline float foldSlots(const float* acc) {

@@ -356,12 +356,14 @@ struct Communicator::Impl {
     return true;
   }
   // Returns averageInDecode()'s answer for `op`.
+  // `epi`: the call's epilogue, run inside the last decode when the plan writes its final values
+  // there into host memory (*epiRan set), else left to the caller.
   bool runPlan(const Plan& plan, const float* src, float* dst, const Selection& s, TensorState* st, uint32_t seq,
-               MemorySpace& space, RedOp op = RedOp::kSum);
+               MemorySpace& space, RedOp op = RedOp::kSum, const DecodeEpilogue* epi = nullptr, bool* epiRan = nullptr);
   void runHier(size_t count, const float* in, float* work, const Selection& s, TensorState* st, uint32_t seq,
                MemorySpace& space);
   void allreduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, const TensorOpts& t,
-                 void* stream);
+                 void* stream, const DecodeEpilogue* epi = nullptr);
   Selection decideOther(const TensorOpts& t, size_t count, size_t total, MemorySpace& space, TensorState** state,
                         const char* what);
   void allgather(const void* send, void* recv, size_t count, DataType dtype, const TensorOpts& t, void* stream);
@@ -644,13 +646,17 @@ void Communicator::Impl::runNative(const float* in, float* out, size_t count) {
 }
 
 bool Communicator::Impl::runPlan(const Plan& plan, const float* src, float* dst, const Selection& s, TensorState* st,
-                                 uint32_t seq, MemorySpace& space, RedOp op) {
+                                 uint32_t seq, MemorySpace& space, RedOp op, const DecodeEpilogue* epi, bool* epiRan) {
   ExecParams p = params(s.codec, seq, space.ops());
   if (s.algo == Algo::kRing && s.codec.codec == CodecId::kFp32 && opts.chunkBytes == 0) {
     if (const size_t b = transport->ringChunkBytes()) p.chunkElems = Executor::chunkElemsFor(s.codec, b);
     p.chunkElems = Executor::eagerChunkElems(s.codec, ringEagerBytes, p.chunkElems);
   }
   const bool fused = averageInDecode(plan, p, op);
+  if (epi != nullptr && plan.lastStepWritesFinal && p.ops == nullptr) {
+    p.epilogue = epi;
+    *epiRan = true;
+  }
   if (s.errorFeedback) {
     if (s.algo == Algo::kSra)
       p.ownerResidual = tensors.owner(*st, plan.ownerRange.size(), plan.ownerRange.begin, space);
@@ -686,8 +692,11 @@ void Communicator::Impl::runHier(size_t count, const float* in, float* work, con
 }
 
 void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
-                                   const TensorOpts& t, void* stream) {
+                                   const TensorOpts& t, void* stream, const DecodeEpilogue* epi) {
   MemorySpace& space = spaceFor(send, recv, count, "allreduce");
+  QCCL_CHECK(epi == nullptr || (dtype == DataType::kFloat32 && !space.isDevice()), ErrorCode::kInvalidArgument,
+             "allreduce: an epilogue takes float32 host buffers");
+  bool epiRan = false;
   SpaceScope scope(space, recv, stream);
   TensorState* st = nullptr;
   int trial = -1;
@@ -761,7 +770,7 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
         else
           in = static_cast<const float*>(send);
       }
-      scaled = runPlan(pl, in, work, s, st, seq, space, op);
+      scaled = runPlan(pl, in, work, s, st, seq, space, op, epi, &epiRan);
     }
   }
   if (trial >= 0) {
@@ -776,6 +785,8 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
                                                             : 0));
   if (op == RedOp::kAvg && !scaled) space.scale(work, count, 1.0f / static_cast<float>(transport->size()));
   if (dtype != DataType::kFloat32) space.fromFloat(work, dtype, recv, count);
+  // Paths that do not end in one of qccl's decodes: the epilogue over the finished result.
+  if (epi != nullptr && !epiRan && count > 0) epi->fn(epi->ctx, static_cast<float*>(recv), count);
 }
 
 // The selection of allgather and reduce-scatter: one schedule, the tensor's codec (fp32 during
@@ -912,6 +923,34 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
   m.checkUsable();
   validateBuffers(send, recv, count, dtype, "allreduce");
   m.allreduce(send, recv, count, dtype, op, opts, stream);
+  m.statCalls.fetch_add(1);
+  m.publishStats();
+}
+
+namespace {
+// Communicator::allreduce's epilogue as the decodes call it: the element index from the pointer.
+struct EpilogueCall {
+  const float* base;
+  Communicator::EpilogueFn fn;
+  void* user;
+  static void run(const void* ctx, float* out, size_t n) {
+    const auto* e = static_cast<const EpilogueCall*>(ctx);
+    e->fn(e->user, out, static_cast<size_t>(out - e->base), n);
+  }
+};
+}  // namespace
+
+void Communicator::allreduce(const float* send, float* recv, size_t count, RedOp op, const TensorOpts& opts,
+                             EpilogueFn fn, void* user) {
+  Impl& m = *impl_;
+  m.checkUsable();
+  QCCL_CHECK(fn != nullptr, ErrorCode::kInvalidArgument, "allreduce: null epilogue function");
+  validateBuffers(send, recv, count, DataType::kFloat32, "allreduce");
+  const EpilogueCall call{recv, fn, user};
+  DecodeEpilogue epi;
+  epi.fn = &EpilogueCall::run;
+  epi.ctx = &call;
+  m.allreduce(send, recv, count, DataType::kFloat32, op, opts, nullptr, &epi);
   m.statCalls.fetch_add(1);
   m.publishStats();
 }

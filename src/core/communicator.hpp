@@ -55,6 +55,17 @@ class Communicator {
   /// failed (peers are told at once) and every later call throws Error(kCommFailed).
   void allreduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, const TensorOpts& opts,
                  void* stream = nullptr);
+  /// An allreduce's epilogue: rewrites values[0..count), elements [first, first + count) of the
+  /// result, in place. Must not throw.
+  using EpilogueFn = void (*)(void* user, float* values, size_t first, size_t count);
+  /// allreduce() of fp32 host buffers, then fn over every element of the result exactly once,
+  /// before the call returns, in pieces of any size and order. Where the schedule writes each
+  /// element's final value in its last step (sra, allgather-reduce), fn runs inside that step's
+  /// decodes, on each bucket while it is in cache; elsewhere over the whole result after the call.
+  /// Either way the result is bit for bit allreduce() followed by fn. After a failure (Error) the
+  /// result is undefined, as it is for allreduce(), and fn may have run on parts of it.
+  void allreduce(const float* send, float* recv, size_t count, RedOp op, const TensorOpts& opts, EpilogueFn fn,
+                 void* user);
   /// recv[r * sendCount + i] = rank r's send[i] (decoded values when the codec is lossy).
   void allgather(const void* send, void* recv, size_t sendCount, DataType dtype, const TensorOpts& opts,
                  void* stream = nullptr);

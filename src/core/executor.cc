@@ -226,8 +226,10 @@ uint8_t* Executor::slot(size_t index, size_t bytes) {
 }
 
 void Executor::run(const Plan& plan, const float* src, float* dst, const ExecParams& params) {
-  QCCL_CHECK(params.outScale == 1.0f || (plan.lastStepWritesFinal && params.ops == nullptr), ErrorCode::kInternalError,
-             "executor: outScale on a plan whose last step does not write dst's final values");
+  QCCL_CHECK(
+      (params.outScale == 1.0f && params.epilogue == nullptr) || (plan.lastStepWritesFinal && params.ops == nullptr),
+      ErrorCode::kInternalError,
+      "executor: outScale or an epilogue on a plan whose last step does not write dst's final values");
   if (plan.pipelineSteps) {
     runSteps(plan, 0, plan.steps.size(), src, dst, params);
   } else {
@@ -549,7 +551,8 @@ void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
       p.ops->copyFloats(S.own + c.begin, out, c.size());
     } else {
       const bool last = static_cast<size_t>(S.si) + 1 == S.plan->steps.size() && r + 1 == S.nR;
-      decodeSumParsed(nullptr, nullptr, 0, out, c.size(), last ? p.outScale : 1.0f, S.own + c.begin);
+      decodeSumParsed(nullptr, nullptr, 0, out, c.size(), last ? p.outScale : 1.0f, S.own + c.begin,
+                      last ? p.epilogue : nullptr);
     }
     stats_.decodeSec += since(t0);
     return;
@@ -561,9 +564,9 @@ void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
   if (direct) {  // the values are in place already: at most the average's 1/n is left to apply
     WireInfo unused;
     if (S.selfGroup[r] != StepState::kIdentity) takeChunk(S, r, k, &unused);
-    if (last && p.outScale != 1.0f) {
+    if (last && (p.outScale != 1.0f || p.epilogue != nullptr)) {
       const Clock::time_point t0 = Clock::now();
-      decodeSumParsed(nullptr, nullptr, 0, out, c.size(), p.outScale, out);
+      decodeSumParsed(nullptr, nullptr, 0, out, c.size(), p.outScale, out, p.epilogue);
       stats_.decodeSec += since(t0);
     }
     if (S.selfGroup[r] == StepState::kRemote && k + S.D < chunksOf(tr.range, S.C)) postRecv(S, r, k + S.D);
@@ -576,7 +579,7 @@ void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
   if (p.ops) {
     p.ops->decode(info, buf, out, c.size(), add);
   } else {
-    decodeParsed(info, buf, out, c.size(), add, last ? p.outScale : 1.0f);
+    decodeParsed(info, buf, out, c.size(), add, last ? p.outScale : 1.0f, last ? p.epilogue : nullptr);
   }
   stats_.decodeSec += since(t0);
   if (S.selfGroup[r] == StepState::kRemote && k + S.D < chunksOf(tr.range, S.C)) postRecv(S, r, k + S.D);
@@ -598,7 +601,8 @@ void Executor::recvSumChunk(StepState& S, size_t k) {
   const Clock::time_point t0 = Clock::now();
   float* out = S.dst + S.step->recvs[0].dstOffset + (c.begin - range.begin);
   const bool last = static_cast<size_t>(S.si) + 1 == S.plan->steps.size();
-  decodeSumParsed(S.sumInfo.data(), S.sumBuf.data(), S.nR - first, out, c.size(), last ? p.outScale : 1.0f, init);
+  decodeSumParsed(S.sumInfo.data(), S.sumBuf.data(), S.nR - first, out, c.size(), last ? p.outScale : 1.0f, init,
+                  last ? p.epilogue : nullptr);
   stats_.decodeSec += since(t0);
   for (size_t r = 0; r < S.nR; ++r)
     if (S.selfGroup[r] == StepState::kRemote && k + S.D < chunksOf(range, S.C)) postRecv(S, r, k + S.D);

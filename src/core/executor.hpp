@@ -75,6 +75,9 @@ struct ExecParams {
   /// for bit a pass of dst[i] *= outScale after run(). Only for plans with lastStepWritesFinal
   /// and without ops; run() throws kInternal otherwise.
   float outScale = 1.0f;
+  /// Runs over dst's final values inside the last step's decodes, after outScale, each element
+  /// exactly once (DecodeEpilogue; an allreduce's epilogue). The same plans as outScale only.
+  const DecodeEpilogue* epilogue = nullptr;
 };
 
 struct ExecStats {

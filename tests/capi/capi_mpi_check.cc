@@ -15,6 +15,8 @@
 //     mismatch-codec      rank 0 passes another codec: likewise
 //     reducescatter       qcclReduceScatter: exact sums (fp32 and fp16 buffers, in place), lossy codecs
 //                         bit for bit against the scatter stage computed here with the codec
+//     epilogue            qcclAllreduceEpilogue: bit for bit qcclAllreduce followed by the update,
+//                         each element updated once, inside the decodes for sra and allgather-reduce
 //     mismatch-reducescatter  rank 0 passes another recvcount: qcclMismatch / qcclRemoteError everywhere
 //     hier                qcclAlgoHier with QCCL_HOST_ID = rank / 2 (hosts of two ranks): exact fp32,
 //                         allgather by host bit for bit the flat one,
@@ -326,6 +328,76 @@ void caseHier(qcclComm_t comm) {
   }
 }
 
+// epilogue: qcclAllreduceEpilogue against qcclAllreduce followed by the same update, on two tensor
+// ids fed the same inputs (so their residuals evolve alike), three calls each: the same bits, every
+// element updated exactly once, and inside the decodes (many pieces) for sra and allgather-reduce.
+struct EpilogueUpdate {
+  std::vector<float> state;
+  std::vector<int> visits;
+  size_t pieces = 0;
+  explicit EpilogueUpdate(size_t n) : state(n), visits(n, 0) {
+    for (size_t i = 0; i < n; ++i) state[i] = std::sin(0.1f * static_cast<float>(i) + static_cast<float>(gRank));
+  }
+  void apply(float* x, size_t first, size_t count) {
+    ++pieces;
+    for (size_t k = 0; k < count; ++k) {
+      const float v = x[k];
+      x[k] = (v - 0.9f * state[first + k]) * 1.5f;
+      state[first + k] = v;
+      ++visits[first + k];
+    }
+  }
+  static void call(void* user, float* values, size_t first, size_t count) {
+    static_cast<EpilogueUpdate*>(user)->apply(values, first, count);
+  }
+};
+
+void caseEpilogue(qcclComm_t comm) {
+  struct C {
+    int algo, codec;
+  };
+  const C cases[] = {{qcclAlgoSra, qcclCodecOneBit},       {qcclAlgoSra, qcclCodecMaxMin},
+                     {qcclAlgoAllgather, qcclCodecOneBit}, {qcclAlgoAuto, qcclCodecNone},
+                     {qcclAlgoRing, qcclCodecNone},        {qcclAlgoAuto, qcclCodecOneBit}};
+  uint64_t id = 500;
+  for (const C& c : cases)
+    for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{300001}}) {
+      qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
+      t.codec = c.codec;
+      t.algo = c.algo;
+      EpilogueUpdate plain(n), fused(n);
+      std::vector<float> a(n), b(n);
+      size_t fusedPieces = 0;
+      const uint64_t idPlain = ++id, idFused = ++id;
+      for (int call = 0; call < 3; ++call) {
+        for (size_t i = 0; i < n; ++i) a[i] = b[i] = smoothInput(gRank, i + 7 * static_cast<size_t>(call));
+        t.id = idPlain;
+        qcclResult_t r = qcclAllreduce(a.data(), a.data(), n, qcclFloat32, qcclAvg, &t, comm, nullptr);
+        EXPECT(r == qcclSuccess, "allreduce algo %d codec %d n %zu: %s", c.algo, c.codec, n, qcclGetLastError(comm));
+        if (n > 0) plain.apply(a.data(), 0, n);
+        t.id = idFused;
+        const size_t before = fused.pieces;
+        r = qcclAllreduceEpilogue(b.data(), b.data(), n, qcclAvg, &t, &EpilogueUpdate::call, &fused, comm);
+        EXPECT(r == qcclSuccess, "epilogue algo %d codec %d n %zu: %s", c.algo, c.codec, n, qcclGetLastError(comm));
+        fusedPieces = std::max(fusedPieces, fused.pieces - before);
+        EXPECT(n == 0 || std::memcmp(a.data(), b.data(), n * sizeof(float)) == 0,
+               "epilogue algo %d codec %d n %zu call %d: result differs from allreduce + pass", c.algo, c.codec, n,
+               call);
+        int wrongVisits = 0;
+        for (size_t i = 0; i < n; ++i) wrongVisits += fused.visits[i] != call + 1;
+        EXPECT(wrongVisits == 0, "epilogue algo %d codec %d n %zu: %d elements not updated exactly once", c.algo,
+               c.codec, n, wrongVisits);
+      }
+      EXPECT(n == 0 || std::memcmp(plain.state.data(), fused.state.data(), n * sizeof(float)) == 0,
+             "epilogue algo %d codec %d n %zu: the update's state differs", c.algo, c.codec, n);
+      if (n == 300001 && (c.algo == qcclAlgoSra || c.algo == qcclAlgoAllgather))
+        EXPECT(fusedPieces > 16, "epilogue algo %d codec %d: %zu pieces, expected it inside the decodes", c.algo,
+               c.codec, fusedPieces);
+      qcclTensorRelease(comm, idPlain);
+      qcclTensorRelease(comm, idFused);
+    }
+}
+
 void caseReduceScatter(qcclComm_t comm) {
   for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{(1 << 18) + 3}}) checkExactReduceScatter(comm, count);
   checkHalfReduceScatter(comm, 4099);
@@ -606,6 +678,8 @@ int main(int argc, char** argv) {
         caseNbcRing(comm);
       } else if (which == "warmup") {
         caseWarmup(comm, shm, transport);
+      } else if (which == "epilogue") {
+        caseEpilogue(comm);
       } else if (which == "reducescatter") {
         caseReduceScatter(comm);
       } else if (which == "mismatch-reducescatter") {

@@ -232,6 +232,29 @@ def test_auto_reconciliation_without_edits_takes_the_cheaper_passes(gloo, comm, 
     assert digest(auto[0]) == digest(plain[0])
 
 
+@pytest.mark.parametrize("reconcile", [False, True, "auto"])
+@pytest.mark.parametrize("codec", ["none", "onebit"])
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_corrected_pass_inside_the_exchange_changes_no_bit(gloo, comm, name, codec, reconcile):
+    # The corrected pass runs as the exchange's epilogue (qcclAllreduceEpilogue), bucket by bucket
+    # inside the last decode where the schedule allows it, else over the result after the sum: the
+    # same parameters bit for bit as the pass after the exchange (MomentumCorrection.fuse = False),
+    # and it really ran there for every exchange after each weight's first (which has no last
+    # average yet), except under maximize, whose sign the pass after the exchange applies.
+    rank = gloo.get_rank()
+    _, fused, sf = pair(OPTIMIZERS[name], comm, codec=codec, reconcile=reconcile)
+    _, after, sa = pair(OPTIMIZERS[name], comm, codec=codec, reconcile=reconcile)
+    sa.momentum.fuse = False
+    train([fused, after], rank, 12)
+    assert digest(fused[0]) == digest(after[0])
+    assert sa.momentum.fused == 0 and sf.momentum.exchanges == 24
+    assert sf.momentum.fused == (0 if name == "sgd_maximize" else 22)
+    # with clipping after backward every exchange reconciles, and the reconciled pass fuses too
+    clip = lambda step, model, opt: torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01) is not None
+    train([fused, after], rank, 6, start=12, before_step=clip)
+    assert digest(fused[0]) == digest(after[0])
+
+
 @pytest.mark.parametrize("codec", ["none", "onebit"])
 @pytest.mark.parametrize("name", ["sgd_momentum", "sgd_dampening_wd", "adamw"])
 def test_auto_reconciliation_follows_clipping_and_skipped_steps(gloo, comm, name, codec):

@@ -213,6 +213,19 @@ class Communicator:
                                  _lookup(ALGOS, algo, "algorithm", -1), stream)
         return out
 
+    def _allreduce_corrected(self, tensor, segments, *, op: str = "sum", codec=None, bits: Optional[int] = None,
+                             tensor_id: int = 0, algo=None):
+        """allreduce() of a float32 CPU tensor in place, with momentum correction's corrected pass
+        (qccl.momentum) run on ``segments`` of the result inside the last decode, while each bucket
+        is in cache (qcclAllreduceEpilogue). segments: (begin, n, sent, old or None, p or None, mu,
+        keep, wd), disjoint, float32 CPU tensors of n elements each."""
+        send, _ = _buffer(tensor, "input", writable=False)
+        with self._lock:
+            self._comm.allreduce_corrected(send, send, _lookup(OPS, op, "op", 0), int(tensor_id),
+                                           _lookup(CODECS, codec, "codec", -1), int(bits or 0),
+                                           _lookup(ALGOS, algo, "algorithm", -1), list(segments))
+        return tensor
+
     def allgather(self, tensor, out=None, *, codec=None, bits: Optional[int] = None, tensor_id: int = 0,
                   algo=None):
         """Gathers every rank's ``tensor`` into ``out`` (shape ``(size, *tensor.shape)`` when

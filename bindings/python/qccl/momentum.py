@@ -201,6 +201,10 @@ class MomentumCorrection:
         self._calls: Dict[torch.Tensor, int] = {}
         self.exchanges = 0
         self.reconciled = 0
+        # The corrected pass inside the exchange's last decode where possible (fused_correction);
+        # False runs every one after the exchange (the same bits). `fused` counts those run inside.
+        self.fuse = True
+        self.fused = 0
         if scheme == "onebit_adam" and (self.kind == "sgd" or warmup_steps <= 0):
             raise Error("scheme 'onebit_adam' needs torch.optim.Adam or AdamW and warmup_steps > 0", INVALID_ARGUMENT)
         self.optimizer = optimizer
@@ -337,6 +341,37 @@ class MomentumCorrection:
             d.mul_(scale)
         if d is not x:
             x.copy_(d)
+
+    def fused_correction(self, p: torch.Tensor, n: int, scale: float = 1.0) -> Optional[tuple]:
+        """corrected() for p as the exchange's epilogue, on the n elements of p in a float32 CPU
+        bucket: ``(sent, old, p, mu, keep, wd)`` for the corrected allreduce
+        (``Communicator._allreduce_corrected``), or None when corrected() must run after the exchange
+        instead. The epilogue runs the fused corrected pass on the average bucket by bucket while the
+        decode has it in cache, the same operations as corrected() on the same values; finish_fused(p)
+        then does the rest of corrected(). Follows the exchange's reconciliation decision (local())."""
+        h = self._hyper[p]
+        st = self._state.get(p)
+        sent = st.get("sent") if st else None
+        buf = self._buffer(p)
+        if not self.fuse or scale != 1.0 or h.sign < 0 or sent is None or buf is None or tuple(sent.shape) != (n,):
+            return None
+        pf = p.detach().reshape(-1)
+        rec = self._rec.get(p, self.reconcile is not False)
+        wd_p = pf if h.wd != 0.0 else None
+        if not rec and _fusable(sent, pf):
+            seg = (sent, None, wd_p, h.mu, h.keep, h.wd)
+        elif rec and self.scheme != "ef21" and _fusable(buf, sent, pf):
+            seg = (sent, buf, wd_p, h.mu, h.keep, h.wd)
+        else:
+            return None
+        return seg
+
+    def finish_fused(self, p: torch.Tensor) -> None:
+        """What corrected() does after its pass, for a parameter corrected in the exchange's epilogue."""
+        self._rec.pop(p, None)
+        self.fused += 1
+        if self.scheme == "onebit_adam":
+            self._freeze_second_moment(p, self._state[p], self._hyper[p])
 
     def _reconciles(self, p: torch.Tensor, buf: Optional[torch.Tensor], sent: Optional[torch.Tensor],
                     pf: torch.Tensor, h: _Hyper) -> bool:

@@ -333,32 +333,74 @@ class HookState:
         corrected = plan.params if mc is not None and mc.corrects(step) else []
         for o, n, p in corrected:
             mc.local(p, buf[o:o + n], scale)
-        self._exchange(buf, plan, warm)
+        # The corrected pass of each parameter that allows it runs inside the exchange's last decode,
+        # bucket by bucket in cache (MomentumCorrection.fused_correction); the rest after it.
+        fusable = {}
+        if corrected and buf.dtype == torch.float32 and buf.device.type == "cpu" and buf.is_contiguous():
+            for o, n, p in corrected:
+                seg = mc.fused_correction(p, n, scale)
+                if seg is not None:
+                    fusable[o] = (n, seg)
+        done = self._exchange(buf, plan, warm, fusable)
         for o, n, p in corrected:
-            mc.corrected(p, buf[o:o + n], scale)
+            if o in done:
+                mc.finish_fused(p)
+            else:
+                mc.corrected(p, buf[o:o + n], scale)
 
-    def _exchange(self, buf: torch.Tensor, plan: _BucketPlan, warm: bool) -> None:
-        comm = self.comm
+    @staticmethod
+    def _segments(fusable: Dict[int, Any], regions: List[Tuple[int, int, int]], done: set) -> list:
+        """The corrected passes to run in a call's epilogue: those of the parameters (``fusable``:
+        bucket offset -> (numel, segment)) inside the call's regions ``(bucket offset, numel, offset
+        in the call's tensor)``, at their offsets in that tensor; their bucket offsets go to done."""
+        segs = []
+        for po, (pn, seg) in fusable.items():
+            for o, n, at in regions:
+                if o <= po and po + pn <= o + n:
+                    segs.append((po - o + at, pn) + seg)
+                    done.add(po)
+                    break
+        return segs
+
+    def _call(self, buf: torch.Tensor, o: int, n: int, fusable: Dict[int, Any], done: set, **call) -> None:
+        """allreduce of buf[o:o + n] (a contiguous view: no copy), with the corrected passes of the
+        parameters inside it as its epilogue."""
+        segs = self._segments(fusable, [(o, n, 0)], done)
+        if segs:
+            self.comm._allreduce_corrected(buf[o:o + n], segs, **call)
+        else:
+            self.comm.allreduce(buf[o:o + n], **call)
+
+    def _exchange(self, buf: torch.Tensor, plan: _BucketPlan, warm: bool, fusable: Dict[int, Any]) -> set:
+        """The bucket's allreduce calls; returns the offsets of the parameters corrected inside them."""
+        comm, done = self.comm, set()
         if warm or not (plan.compressed or plan.own):
-            comm.allreduce(buf, op="avg", codec="none", tensor_id=plan.raw_id)
-            return
+            self._call(buf, 0, buf.numel(), fusable, done, op="avg", codec="none", tensor_id=plan.raw_id)
+            return done
         opts = dict(op="avg", codec=self.codec, bits=self.bits, algo=self.algo)
         for o, n, tensor_id in plan.own:
-            comm.allreduce(buf[o:o + n], tensor_id=tensor_id, **opts)  # a contiguous view: no copy
+            self._call(buf, o, n, fusable, done, tensor_id=tensor_id, **opts)
         for segments, call in ((plan.compressed, dict(opts, tensor_id=plan.compressed_id)),
                                (plan.raw, dict(op="avg", codec="none", tensor_id=plan.raw_id))):
             if not segments:
                 continue
             if len(segments) == 1:
                 o, n = segments[0]
-                comm.allreduce(buf[o:o + n], **call)  # a contiguous view: no copy
+                self._call(buf, o, n, fusable, done, **call)
                 continue
             packed = torch.cat([buf[o:o + n] for o, n in segments])
-            comm.allreduce(packed, **call)
-            pos = 0
+            regions, pos = [], 0
             for o, n in segments:
-                buf[o:o + n].copy_(packed[pos:pos + n])
+                regions.append((o, n, pos))
                 pos += n
+            segs = self._segments(fusable, regions, done)
+            if segs:
+                comm._allreduce_corrected(packed, segs, **call)
+            else:
+                comm.allreduce(packed, **call)
+            for o, n, at in regions:
+                buf[o:o + n].copy_(packed[at:at + n])
+        return done
 
     def _live_ids(self) -> List[int]:
         return sorted(i for plan in self._plans.values() for i in plan.ids)

@@ -210,6 +210,38 @@ void momentumCorrectedFromSent(Array x, Array sent, Array p, float mu, float kee
   nb::gil_scoped_release unlocked;
   correctedPass<true>(xp, nullptr, sp, pp, n, mu, keep, wd);
 }
+
+// The corrected pass as the epilogue of the exchange (qcclAllreduceEpilogue): each parameter's
+// segment of the bucket is corrected bucket by bucket while the decode has it in cache, instead of
+// in a pass over the whole bucket after the call (momentum.py, MomentumCorrection.fused_correction).
+// The same correctedPass on the same values, so the same bits.
+struct CorrectSegment {
+  size_t begin = 0, n = 0;
+  float* sent = nullptr;
+  const float* old = nullptr;  // the optimizer's buffer when reconciling, else null (from sent)
+  const float* p = nullptr;    // read only when wd != 0
+  float mu = 0, keep = 1, wd = 0;
+};
+
+void correctEpilogue(void* user, float* values, size_t first, size_t count) {
+  const auto& segs = *static_cast<const std::vector<CorrectSegment>*>(user);
+  const size_t end = first + count;
+  // Segments are sorted and disjoint: start at the last one beginning at or before `first`.
+  auto it = std::upper_bound(segs.begin(), segs.end(), first,
+                             [](size_t v, const CorrectSegment& sg) { return v < sg.begin; });
+  if (it != segs.begin()) --it;
+  for (; it != segs.end() && it->begin < end; ++it) {
+    const size_t lo = std::max(first, it->begin), hi = std::min(end, it->begin + it->n);
+    if (lo >= hi) continue;
+    const size_t off = lo - it->begin;
+    float* x = values + (lo - first);
+    const float* pp = it->p != nullptr ? it->p + off : nullptr;
+    if (it->old != nullptr)
+      correctedPass<false>(x, it->old + off, it->sent + off, pp, hi - lo, it->mu, it->keep, it->wd);
+    else
+      correctedPass<true>(x, nullptr, it->sent + off, pp, hi - lo, it->mu, it->keep, it->wd);
+  }
+}
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
 #endif
@@ -448,6 +480,57 @@ void allreduce(Comm& self, ConstArray send, Array recv, int op, uint64_t id, int
   });
 }
 
+// allreduce of a float32 CPU tensor with momentum correction's corrected pass fused into its last
+// decode: `segments` are (begin, n, sent, old or None, p or None, mu, keep, wd) over elements of
+// recv, disjoint; each one's recv[begin:begin + n] gets correctedPass with those tensors (n
+// elements each; old None: from sent; p None: wd must be 0).
+void allreduceCorrected(Comm& self, ConstArray send, Array recv, int op, uint64_t id, int codec, int bits, int algo,
+                        const nb::list& segments) {
+  if (checkBuffer(send, "input") || checkBuffer(recv, "output") || recv.device_type() != nb::device::cpu::value)
+    invalid("the corrected allreduce takes CPU tensors");
+  if (dataType(send) != qcclFloat32 || dataType(recv) != qcclFloat32)
+    invalid("the corrected allreduce takes float32 tensors");
+  if (send.size() != recv.size())
+    invalid("input has " + std::to_string(send.size()) + " elements but output has " + std::to_string(recv.size()));
+  if (op != qcclSum && op != qcclAvg) invalid("op must be sum or avg");
+  std::vector<CorrectSegment> segs;
+  segs.reserve(segments.size());
+  for (nb::handle h : segments) {
+    nb::tuple t = nb::cast<nb::tuple>(h);
+    if (t.size() != 8) invalid("segment: expected (begin, n, sent, old, p, mu, keep, wd)");
+    CorrectSegment sg;
+    sg.begin = nb::cast<size_t>(t[0]);
+    sg.n = nb::cast<size_t>(t[1]);
+    if (sg.begin > recv.size() || sg.n > recv.size() - sg.begin) invalid("segment: outside the output");
+    Array sent = nb::cast<Array>(t[2]);
+    sg.sent = f32Data(sent, sg.n, "sent");
+    if (!t[3].is_none()) {
+      Array old = nb::cast<Array>(t[3]);
+      sg.old = f32Data(old, sg.n, "old");
+    }
+    sg.mu = nb::cast<float>(t[5]);
+    sg.keep = nb::cast<float>(t[6]);
+    sg.wd = nb::cast<float>(t[7]);
+    if (!t[4].is_none()) {
+      Array p = nb::cast<Array>(t[4]);
+      sg.p = f32Data(p, sg.n, "p");
+    } else if (sg.wd != 0.0f) {
+      invalid("segment: weight decay without the parameter");
+    }
+    if (sg.wd == 0.0f) sg.p = nullptr;
+    segs.push_back(sg);
+  }
+  std::sort(segs.begin(), segs.end(),
+            [](const CorrectSegment& a, const CorrectSegment& b) { return a.begin < b.begin; });
+  for (size_t i = 1; i < segs.size(); ++i)
+    if (segs[i].begin < segs[i - 1].begin + segs[i - 1].n) invalid("segments overlap");
+  const qcclTensorOpts_t t = tensorOpts(id, codec, bits, algo);
+  self.run("qcclAllreduceEpilogue", [&](qcclComm_t c) {
+    return qcclAllreduceEpilogue(static_cast<const float*>(send.data()), static_cast<float*>(recv.data()), send.size(),
+                                 static_cast<qcclRedOp_t>(op), &t, &correctEpilogue, &segs, c);
+  });
+}
+
 void allgather(Comm& self, ConstArray send, Array recv, uint64_t id, int codec, int bits, int algo, uintptr_t stream) {
   const bool sendCuda = checkBuffer(send, "input");
   const bool recvCuda = checkBuffer(recv, "output");
@@ -607,6 +690,8 @@ NB_MODULE(_qccl, m) {
            })
       .def("allreduce", &allreduce, nb::arg("send").noconvert(), nb::arg("recv").noconvert(), nb::arg("op"),
            nb::arg("id"), nb::arg("codec"), nb::arg("bits"), nb::arg("algo"), nb::arg("stream"))
+      .def("allreduce_corrected", &allreduceCorrected, nb::arg("send").noconvert(), nb::arg("recv").noconvert(),
+           nb::arg("op"), nb::arg("id"), nb::arg("codec"), nb::arg("bits"), nb::arg("algo"), nb::arg("segments"))
       .def("allgather", &allgather, nb::arg("send").noconvert(), nb::arg("recv").noconvert(), nb::arg("id"),
            nb::arg("codec"), nb::arg("bits"), nb::arg("algo"), nb::arg("stream"))
       .def("reduce_scatter", &reduceScatter, nb::arg("send").noconvert(), nb::arg("recv").noconvert(), nb::arg("op"),
