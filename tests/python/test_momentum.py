@@ -255,6 +255,35 @@ def test_corrected_pass_inside_the_exchange_changes_no_bit(gloo, comm, name, cod
     assert digest(fused[0]) == digest(after[0])
 
 
+@pytest.mark.parametrize("reconcile", [False, "auto"])
+@pytest.mark.parametrize("codec", ["none", "onebit"])
+@pytest.mark.parametrize("name", ["sgd_momentum", "sgd_nesterov_wd", "adamw"])
+def test_a_parameter_with_a_call_of_its_own_sends_its_momentum_out_of_place(gloo, comm, name, codec, reconcile):
+    # A weight that is its bucket's only compressed segment gets a call on its own view of the
+    # bucket (the first exchange of each has no local momentum yet): its local momentum goes in as the call's input, out of place, instead of being copied
+    # into the bucket first, and the average comes out in the bucket with the corrected pass done.
+    # The same parameters bit for bit as without either (MomentumCorrection.fuse = False).
+    def model():
+        torch.manual_seed(3)
+        return nn.Sequential(nn.Linear(32, 64, bias=False), nn.ReLU(), nn.Linear(64, 4, bias=False))
+
+    runs = []
+    for fuse in (True, False):
+        m = DDP(model())
+        opt = OPTIMIZERS[name](m.parameters())
+        st = qtorch.HookState(comm, codec=codec, min_compress_numel=1000, optimizer=opt, scheme="dgc",
+                              reconcile=reconcile)
+        st.momentum.fuse = fuse
+        m.register_comm_hook(st, qtorch.allreduce_hook)
+        runs.append(((m, opt), st))
+    train([r[0] for r in runs], gloo.get_rank(), 10)
+    assert digest(runs[0][0][0]) == digest(runs[1][0][0])
+    fused, plain = runs[0][1].momentum, runs[1][1].momentum
+    # codec none reduces the whole bucket (both weights) in one call: no weight has a call of its own
+    assert fused.exchanges == 10 and (fused.unstaged, fused.fused) == (0 if codec == "none" else 9, 9)
+    assert (plain.unstaged, plain.fused) == (0, 0)
+
+
 @pytest.mark.parametrize("codec", ["none", "onebit"])
 @pytest.mark.parametrize("name", ["sgd_momentum", "sgd_dampening_wd", "adamw"])
 def test_auto_reconciliation_follows_clipping_and_skipped_steps(gloo, comm, name, codec):

@@ -331,17 +331,24 @@ class HookState:
             buf.mul_(self._clip_factor)  # clip_grad_norm: before anything reads this rank's gradient
         mc = self.momentum
         corrected = plan.params if mc is not None and mc.corrects(step) else []
+        host32 = buf.dtype == torch.float32 and buf.device.type == "cpu" and buf.is_contiguous()
+        # A parameter that is a call of its own sends its local momentum as it is, out of place,
+        # instead of a copy written into the bucket first (MomentumCorrection.local(out_of_place)).
+        alone = self._call_regions(plan, warm, buf.numel()) if corrected and host32 and mc.fuse else set()
+        sources = {}
         for o, n, p in corrected:
-            mc.local(p, buf[o:o + n], scale)
+            u = mc.local(p, buf[o:o + n], scale, out_of_place=(o, n) in alone)
+            if u is not None:
+                sources[o] = u
         # The corrected pass of each parameter that allows it runs inside the exchange's last decode,
         # bucket by bucket in cache (MomentumCorrection.fused_correction); the rest after it.
         fusable = {}
-        if corrected and buf.dtype == torch.float32 and buf.device.type == "cpu" and buf.is_contiguous():
+        if corrected and host32:
             for o, n, p in corrected:
                 seg = mc.fused_correction(p, n, scale)
                 if seg is not None:
                     fusable[o] = (n, seg)
-        done = self._exchange(buf, plan, warm, fusable)
+        done = self._exchange(buf, plan, warm, fusable, sources)
         for o, n, p in corrected:
             if o in done:
                 mc.finish_fused(p)
@@ -362,31 +369,47 @@ class HookState:
                     break
         return segs
 
-    def _call(self, buf: torch.Tensor, o: int, n: int, fusable: Dict[int, Any], done: set, **call) -> None:
-        """allreduce of buf[o:o + n] (a contiguous view: no copy), with the corrected passes of the
-        parameters inside it as its epilogue."""
-        segs = self._segments(fusable, [(o, n, 0)], done)
-        if segs:
-            self.comm._allreduce_corrected(buf[o:o + n], segs, **call)
-        else:
-            self.comm.allreduce(buf[o:o + n], **call)
+    @staticmethod
+    def _call_regions(plan: _BucketPlan, warm: bool, numel: int) -> set:
+        """The (offset, numel) of the bucket's calls on views of it (_exchange), packed ones aside."""
+        if warm or not (plan.compressed or plan.own):
+            return {(0, numel)}
+        regions = {(o, n) for o, n, _ in plan.own}
+        for segments in (plan.compressed, plan.raw):
+            if len(segments) == 1:
+                regions.add(tuple(segments[0]))
+        return regions
 
-    def _exchange(self, buf: torch.Tensor, plan: _BucketPlan, warm: bool, fusable: Dict[int, Any]) -> set:
+    def _call(self, buf: torch.Tensor, o: int, n: int, fusable: Dict[int, Any], done: set,
+              sources: Dict[int, torch.Tensor], **call) -> None:
+        """allreduce of buf[o:o + n] (a contiguous view: no copy), with the corrected passes of the
+        parameters inside it as its epilogue; from ``sources[o]`` into it where that holds the
+        call's input (a local momentum sent out of place)."""
+        segs = self._segments(fusable, [(o, n, 0)], done)
+        src = sources.get(o)
+        src = src if src is not None and src.numel() == n else buf[o:o + n]
+        if segs:
+            self.comm._allreduce_corrected(src, segs, out=buf[o:o + n], **call)
+        else:
+            self.comm.allreduce(src, buf[o:o + n], **call)
+
+    def _exchange(self, buf: torch.Tensor, plan: _BucketPlan, warm: bool, fusable: Dict[int, Any],
+                  sources: Dict[int, torch.Tensor]) -> set:
         """The bucket's allreduce calls; returns the offsets of the parameters corrected inside them."""
         comm, done = self.comm, set()
         if warm or not (plan.compressed or plan.own):
-            self._call(buf, 0, buf.numel(), fusable, done, op="avg", codec="none", tensor_id=plan.raw_id)
+            self._call(buf, 0, buf.numel(), fusable, done, sources, op="avg", codec="none", tensor_id=plan.raw_id)
             return done
         opts = dict(op="avg", codec=self.codec, bits=self.bits, algo=self.algo)
         for o, n, tensor_id in plan.own:
-            self._call(buf, o, n, fusable, done, tensor_id=tensor_id, **opts)
+            self._call(buf, o, n, fusable, done, sources, tensor_id=tensor_id, **opts)
         for segments, call in ((plan.compressed, dict(opts, tensor_id=plan.compressed_id)),
                                (plan.raw, dict(op="avg", codec="none", tensor_id=plan.raw_id))):
             if not segments:
                 continue
             if len(segments) == 1:
                 o, n = segments[0]
-                self._call(buf, o, n, fusable, done, **call)
+                self._call(buf, o, n, fusable, done, sources, **call)
                 continue
             packed = torch.cat([buf[o:o + n] for o, n in segments])
             regions, pos = [], 0

@@ -113,11 +113,11 @@ float* f32Data(Array& a, size_t n, const char* name) {
   return static_cast<float*>(a.data());
 }
 
-// The local pass: v = mu * w + keep * (g + wd * p); u = v; g = v, where w is u - (sent - buf)
-// reconciled (kReconcile) and u itself without. sent and buf are read only when reconciling, p only
-// when wd != 0. The tensors must not overlap (momentum.py owns u and sent; g is the bucket, buf the
-// optimizer's, p the parameter).
-template <bool kReconcile>
+// The local pass: v = mu * w + keep * (g + wd * p); u = v; g = v (unless !kWriteG: the hook then
+// sends u itself, out of place), where w is u - (sent - buf) reconciled (kReconcile) and u itself
+// without. sent and buf are read only when reconciling, p only when wd != 0. The tensors must not
+// overlap (momentum.py owns u and sent; g is the bucket, buf the optimizer's, p the parameter).
+template <bool kReconcile, bool kWriteG>
 void localPass(float* __restrict__ gp, float* __restrict__ up, const float* __restrict__ sp,
                const float* __restrict__ bp, const float* __restrict__ pp, size_t n, float mu, float keep, float wd) {
   if (pp == nullptr && keep == 1.0f) {
@@ -125,7 +125,7 @@ void localPass(float* __restrict__ gp, float* __restrict__ up, const float* __re
       const float w = kReconcile ? up[i] - (sp[i] - bp[i]) : up[i];
       const float v = gp[i] + mu * w;  // torch.add(d, u, alpha=mu)
       up[i] = v;
-      gp[i] = v;
+      if (kWriteG) gp[i] = v;
     }
     return;
   }
@@ -134,7 +134,7 @@ void localPass(float* __restrict__ gp, float* __restrict__ up, const float* __re
     const float w = kReconcile ? up[i] - (sp[i] - bp[i]) : up[i];
     const float v = mu * w + keep * d;
     up[i] = v;
-    gp[i] = v;
+    if (kWriteG) gp[i] = v;
   }
 }
 
@@ -166,7 +166,7 @@ void correctedPass(float* __restrict__ xp, const float* __restrict__ op, float* 
 
 // Reconciled (the default): u = mu * (u - (sent - buf)) + keep * (g + wd * p); g = u; sent is left
 // as it was (corrected() rewrites it before it is read again).
-void momentumLocal(Array g, Array u, Array sent, Array buf, Array p, float mu, float keep, float wd) {
+void momentumLocal(Array g, Array u, Array sent, Array buf, Array p, float mu, float keep, float wd, bool writeG) {
   const size_t n = g.size();
   float* gp = f32Data(g, n, "g");
   float* up = f32Data(u, n, "u");
@@ -174,7 +174,10 @@ void momentumLocal(Array g, Array u, Array sent, Array buf, Array p, float mu, f
   const float* bp = f32Data(buf, n, "buf");
   const float* pp = wd != 0.0f ? f32Data(p, n, "p") : nullptr;
   nb::gil_scoped_release unlocked;
-  localPass<true>(gp, up, sp, bp, pp, n, mu, keep, wd);
+  if (writeG)
+    localPass<true, true>(gp, up, sp, bp, pp, n, mu, keep, wd);
+  else
+    localPass<true, false>(gp, up, sp, bp, pp, n, mu, keep, wd);
 }
 
 // Reconciled: sent = x; x = (x - mu * old) / keep - wd * p.
@@ -191,13 +194,16 @@ void momentumCorrected(Array x, Array old, Array sent, Array p, float mu, float 
 // Without reconciliation (HookState(..., reconcile=False)) each pass reads only the tensors it
 // writes, two passes over memory fewer per step than the pair above: u = mu * u + keep * (g + wd * p);
 // g = u.
-void momentumLocalPlain(Array g, Array u, Array p, float mu, float keep, float wd) {
+void momentumLocalPlain(Array g, Array u, Array p, float mu, float keep, float wd, bool writeG) {
   const size_t n = g.size();
   float* gp = f32Data(g, n, "g");
   float* up = f32Data(u, n, "u");
   const float* pp = wd != 0.0f ? f32Data(p, n, "p") : nullptr;
   nb::gil_scoped_release unlocked;
-  localPass<false>(gp, up, nullptr, nullptr, pp, n, mu, keep, wd);
+  if (writeG)
+    localPass<false, true>(gp, up, nullptr, nullptr, pp, n, mu, keep, wd);
+  else
+    localPass<false, false>(gp, up, nullptr, nullptr, pp, n, mu, keep, wd);
 }
 
 // Without reconciliation: x = (x - mu * sent) / keep - wd * p; sent = x as it came in (the average
@@ -699,11 +705,11 @@ NB_MODULE(_qccl, m) {
 
   m.def("_momentum_local", &momentumLocal, nb::arg("g").noconvert(), nb::arg("u").noconvert(),
         nb::arg("sent").noconvert(), nb::arg("buf").noconvert(), nb::arg("p").noconvert(), nb::arg("mu"),
-        nb::arg("keep"), nb::arg("wd"));
+        nb::arg("keep"), nb::arg("wd"), nb::arg("write_g") = true);
   m.def("_momentum_corrected", &momentumCorrected, nb::arg("x").noconvert(), nb::arg("old").noconvert(),
         nb::arg("sent").noconvert(), nb::arg("p").noconvert(), nb::arg("mu"), nb::arg("keep"), nb::arg("wd"));
   m.def("_momentum_local_plain", &momentumLocalPlain, nb::arg("g").noconvert(), nb::arg("u").noconvert(),
-        nb::arg("p").noconvert(), nb::arg("mu"), nb::arg("keep"), nb::arg("wd"));
+        nb::arg("p").noconvert(), nb::arg("mu"), nb::arg("keep"), nb::arg("wd"), nb::arg("write_g") = true);
   m.def("_momentum_corrected_from_sent", &momentumCorrectedFromSent, nb::arg("x").noconvert(),
         nb::arg("sent").noconvert(), nb::arg("p").noconvert(), nb::arg("mu"), nb::arg("keep"), nb::arg("wd"));
   m.def("_momentum_drift", &momentumDrift, nb::arg("buf").noconvert(), nb::arg("sent").noconvert(),
