@@ -124,6 +124,13 @@ class Comm {
   void allreduce(const float* send, float* recv, size_t count, qcclRedOp_t op = qcclSum, const TensorOptions& t = {}) {
     allreduce(send, recv, count, qcclFloat32, op, t);
   }
+  /// allreduce of fp32 host buffers, then fn(user, values, first, count) over every element of the
+  /// result once, inside the last decode where the schedule allows it (qcclAllreduceEpilogue).
+  void allreduceEpilogue(const float* send, float* recv, size_t count, qcclRedOp_t op, qcclEpilogueFn_t fn,
+                         void* user, const TensorOptions& t = {}) {
+    qcclTensorOpts_t c = t.toC();
+    checkResult(qcclAllreduceEpilogue(send, recv, count, op, &c, fn, user, handle_), handle_);
+  }
   /// recv[r * sendCount + i] = rank r's send[i].
   void allgather(const void* send, void* recv, size_t sendCount, qcclDataType_t dtype, const TensorOptions& t = {},
                  void* stream = nullptr) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "qccl/qccl.h"
+#include "qccl/qccl.hpp"
 
 namespace {
 
@@ -176,4 +177,29 @@ TEST(CApiEpilogue, BadArguments) {
       << qcclGetLastError(comm);
   for (int v : u.visits) EXPECT_EQ(v, 1);
   EXPECT_EQ(qcclCommDestroy(comm), qcclSuccess);
+}
+
+// The C++ wrapper: the same call, and its errors as qccl::Error.
+TEST(CApiEpilogue, CxxWrapper) {
+  std::vector<qccl::Comm> comms = qccl::Comm::loopback(2);
+  std::vector<std::thread> threads;
+  std::vector<std::vector<float>> out(2);
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      std::vector<float> x(5000, static_cast<float>(r + 1));
+      Update u(x.size(), 0);
+      qccl::TensorOptions t;
+      t.id = 3;
+      t.codec = qcclCodecNone;
+      t.algo = qcclAlgoAllgather;
+      comms[r].allreduceEpilogue(x.data(), x.data(), x.size(), qcclSum, &Update::call, &u, t);
+      for (int v : u.visits) EXPECT_EQ(v, 1);
+      out[r] = x;
+    });
+  for (auto& t : threads) t.join();
+  Update ref(5000, 0);
+  std::vector<float> want(5000, 3.0f);
+  ref.apply(want.data(), 0, want.size());
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(0, std::memcmp(out[r].data(), want.data(), want.size() * sizeof(float)));
+  EXPECT_THROW(comms[0].allreduceEpilogue(out[0].data(), out[0].data(), 4, qcclSum, nullptr, nullptr), qccl::Error);
 }

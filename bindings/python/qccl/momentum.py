@@ -69,9 +69,11 @@ last average kept as ``sent``) runs as the exchange's epilogue (``qcclAllreduceE
 the allreduce's last decode, on each codec bucket while it is in cache, for sra and allgather-reduce,
 and after the sum elsewhere. The same operations on the same values, so the same bits as the pass
 after the exchange (``MomentumCorrection.fuse = False``), without that pass's read and write of the
-whole average: on 25.6M elements over 4 local ranks 12 ms less CPU per rank and call (bench/RESULTS.md,
-"The corrected pass inside the last decode"). Loss-scaled gradients (``GradScaler``) and ``maximize``
-keep the pass after the exchange.
+whole average: on 25.6M elements over 4 local ranks 10-16 ms less CPU per rank and call. A parameter
+that is a call of its own (a large weight) also sends its local momentum ``u`` as the call's input,
+out of place, instead of a copy written into the bucket first. Both together took 17 ms of CPU per
+rank and 34 ms off the 25.6M-parameter DDP step (bench/RESULTS.md, "The corrected pass inside the
+last decode"). Loss-scaled gradients (``GradScaler``) and ``maximize`` keep the passes as they were.
 
 Without reconciliation (``HookState(..., reconcile=False)``, not for ``"ef21"``): the hook returns
 ``g' = (U - mu * S) / (1 - dampening) - weight_decay * p`` with ``S`` the previous average (the
