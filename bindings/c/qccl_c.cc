@@ -540,6 +540,20 @@ qcclResult_t qcclAllreduceEpilogue(const float* sendbuff, float* recvbuff, size_
   });
 }
 
+qcclResult_t qcclAllreduceFused(float* sendbuff, float* recvbuff, size_t count, qcclRedOp_t op,
+                                const qcclTensorOpts_t* opts, qcclEpilogueFn_t prologue, qcclEpilogueFn_t epilogue,
+                                void* user, qcclComm_t comm) {
+  return lockedCall(comm, "qcclAllreduceFused", [&] {
+    checkCount(count, "count");
+    qccl::RedOp rop = opFromC(op);
+    if (count > 0 && sendbuff == nullptr) invalid("sendbuff is NULL with count > 0");
+    if (count > 0 && recvbuff == nullptr) invalid("recvbuff is NULL with count > 0");
+    if (prologue == nullptr && epilogue == nullptr) invalid("prologue and epilogue are both NULL");
+    qccl::TensorOpts t = tensorOptsFromC(opts);
+    comm->core->allreduce(sendbuff, recvbuff, count, rop, t, prologue, epilogue, user);
+  });
+}
+
 qcclResult_t qcclAllgather(const void* sendbuff, void* recvbuff, size_t sendcount, qcclDataType_t datatype,
                            const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream) {
   return lockedCall(comm, "qcclAllgather", [&] {

@@ -328,6 +328,17 @@ typedef void (*qcclEpilogueFn_t)(void* user, float* values, size_t first, size_t
 qcclResult_t qcclAllreduceEpilogue(const float* sendbuff, float* recvbuff, size_t count, qcclRedOp_t op,
                                    const qcclTensorOpts_t* opts, qcclEpilogueFn_t fn, void* user, qcclComm_t comm);
 
+/** qcclAllreduceEpilogue with a prologue too (either function may be NULL, not both):
+ *  prologue(user, values, first, count) rewrites elements [first, first + count) of sendbuff in
+ *  place, each exactly once, before anything reads them, such as a momentum update that produces
+ *  what the call sends. Where the schedule reads the input only in its encodes (allgather-reduce
+ *  with a lossy codec), it runs on each pipeline chunk right before that chunk's encode; elsewhere
+ *  over the whole input first. Either way the result is bit for bit the prologue over sendbuff, then
+ *  qcclAllreduce, then the epilogue. Same restrictions as qcclAllreduceEpilogue. */
+qcclResult_t qcclAllreduceFused(float* sendbuff, float* recvbuff, size_t count, qcclRedOp_t op,
+                                const qcclTensorOpts_t* opts, qcclEpilogueFn_t prologue, qcclEpilogueFn_t epilogue,
+                                void* user, qcclComm_t comm);
+
 /** recvbuff[r * sendcount + i] = rank r's sendbuff[i]. With a lossy codec every rank receives the
  *  decoded values (its own slot included); opts->id keys the error feedback of the sender.
  *  opts->algo qcclAlgoHier gathers by host (each block crosses to another host once), with the

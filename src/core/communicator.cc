@@ -359,11 +359,15 @@ struct Communicator::Impl {
   // `epi`: the call's epilogue, run inside the last decode when the plan writes its final values
   // there into host memory (*epiRan set), else left to the caller.
   bool runPlan(const Plan& plan, const float* src, float* dst, const Selection& s, TensorState* st, uint32_t seq,
-               MemorySpace& space, RedOp op = RedOp::kSum, const DecodeEpilogue* epi = nullptr, bool* epiRan = nullptr);
+               MemorySpace& space, RedOp op = RedOp::kSum, const DecodeEpilogue* epi = nullptr, bool* epiRan = nullptr,
+               const DecodeEpilogue* pro = nullptr);
   void runHier(size_t count, const float* in, float* work, const Selection& s, TensorState* st, uint32_t seq,
                MemorySpace& space);
+  // `epi`: an epilogue (Communicator::allreduce with fn); `pro`: a prologue over the (writable) send
+  // buffer, run before anything reads it: at each chunk's encode where the plan encodes its source
+  // once, else over the whole buffer first.
   void allreduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, const TensorOpts& t,
-                 void* stream, const DecodeEpilogue* epi = nullptr);
+                 void* stream, const DecodeEpilogue* epi = nullptr, const DecodeEpilogue* pro = nullptr);
   Selection decideOther(const TensorOpts& t, size_t count, size_t total, MemorySpace& space, TensorState** state,
                         const char* what);
   void allgather(const void* send, void* recv, size_t count, DataType dtype, const TensorOpts& t, void* stream);
@@ -646,8 +650,10 @@ void Communicator::Impl::runNative(const float* in, float* out, size_t count) {
 }
 
 bool Communicator::Impl::runPlan(const Plan& plan, const float* src, float* dst, const Selection& s, TensorState* st,
-                                 uint32_t seq, MemorySpace& space, RedOp op, const DecodeEpilogue* epi, bool* epiRan) {
+                                 uint32_t seq, MemorySpace& space, RedOp op, const DecodeEpilogue* epi, bool* epiRan,
+                                 const DecodeEpilogue* pro) {
   ExecParams p = params(s.codec, seq, space.ops());
+  p.prologue = pro;
   if (s.algo == Algo::kRing && s.codec.codec == CodecId::kFp32 && opts.chunkBytes == 0) {
     if (const size_t b = transport->ringChunkBytes()) p.chunkElems = Executor::chunkElemsFor(s.codec, b);
     p.chunkElems = Executor::eagerChunkElems(s.codec, ringEagerBytes, p.chunkElems);
@@ -692,16 +698,23 @@ void Communicator::Impl::runHier(size_t count, const float* in, float* work, con
 }
 
 void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
-                                   const TensorOpts& t, void* stream, const DecodeEpilogue* epi) {
+                                   const TensorOpts& t, void* stream, const DecodeEpilogue* epi,
+                                   const DecodeEpilogue* pro) {
   MemorySpace& space = spaceFor(send, recv, count, "allreduce");
-  QCCL_CHECK(epi == nullptr || (dtype == DataType::kFloat32 && !space.isDevice()), ErrorCode::kInvalidArgument,
-             "allreduce: an epilogue takes float32 host buffers");
+  QCCL_CHECK((epi == nullptr && pro == nullptr) || (dtype == DataType::kFloat32 && !space.isDevice()),
+             ErrorCode::kInvalidArgument, "allreduce: an epilogue or a prologue takes float32 host buffers");
   bool epiRan = false;
+  // The prologue over the whole input, where no encode takes it chunk by chunk: before anything
+  // reads the input.
+  auto prologueFirst = [&] {
+    if (pro != nullptr && count > 0) pro->fn(pro->ctx, static_cast<float*>(const_cast<void*>(send)), count);
+  };
   SpaceScope scope(space, recv, stream);
   TensorState* st = nullptr;
   int trial = -1;
   Fuse fuse;  // a small fp32 host call may be summed by the cross-rank check itself
-  if (dtype == DataType::kFloat32 && !space.isDevice()) {
+  // (not with a prologue: the check would read the input before it)
+  if (dtype == DataType::kFloat32 && !space.isDevice() && pro == nullptr) {
     fuse.host = true;
     fuse.in = static_cast<const float*>(send);
     fuse.out = static_cast<float*>(recv);
@@ -719,6 +732,7 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
   }
   bool scaled = false;  // the average's 1/n already applied
   if (s.shm || s.native) {
+    prologueFirst();
     // Out of place on the host, the segment and the library copy as part of their algorithm: no
     // copy first. A call summed by the check (agree(), fuse.done) is complete already.
     const bool direct = dtype == DataType::kFloat32 && !space.isDevice();
@@ -748,6 +762,7 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
     if (desc[0] >= 0) runShm(desc, nullptr, nullptr, 0);  // the check, on one host
     size_t align = s.algo == Algo::kSra && s.codec.bucket ? s.codec.bucket : 32;
     if (s.algo == Algo::kHier) {
+      prologueFirst();
       // The intra-host scatter reads the input and every later stage what an earlier one wrote, so
       // host memory needs no copy first; the device path keeps it.
       const float* in = work;
@@ -764,13 +779,17 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
       // tensor first (a 64 MiB memcpy per call was a fifth of the CPU of onebit on 4 emulated
       // hosts). The device path keeps the copy.
       const float* in = work;
+      // A prologue at each chunk's encode, where the plan reads the input only there.
+      const bool proInEncode = pro != nullptr && pl.encodesSourceOnce && s.codec.codec != CodecId::kFp32 &&
+                               !planNeedsDstInit(pl) && !space.isDevice();
+      if (!proInEncode) prologueFirst();
       if (dtype == DataType::kFloat32) {
         if (planNeedsDstInit(pl) || space.isDevice())
           space.copy(work, send, count * sizeof(float));
         else
           in = static_cast<const float*>(send);
       }
-      scaled = runPlan(pl, in, work, s, st, seq, space, op, epi, &epiRan);
+      scaled = runPlan(pl, in, work, s, st, seq, space, op, epi, &epiRan, proInEncode ? pro : nullptr);
     }
   }
   if (trial >= 0) {
@@ -942,15 +961,25 @@ struct EpilogueCall {
 
 void Communicator::allreduce(const float* send, float* recv, size_t count, RedOp op, const TensorOpts& opts,
                              EpilogueFn fn, void* user) {
+  QCCL_CHECK(fn != nullptr, ErrorCode::kInvalidArgument, "allreduce: null epilogue function");
+  // Without a prologue nothing writes send.
+  allreduce(const_cast<float*>(send), recv, count, op, opts, nullptr, fn, user);
+}
+
+void Communicator::allreduce(float* send, float* recv, size_t count, RedOp op, const TensorOpts& opts,
+                             EpilogueFn prologue, EpilogueFn epilogue, void* user) {
   Impl& m = *impl_;
   m.checkUsable();
-  QCCL_CHECK(fn != nullptr, ErrorCode::kInvalidArgument, "allreduce: null epilogue function");
+  QCCL_CHECK(prologue != nullptr || epilogue != nullptr, ErrorCode::kInvalidArgument,
+             "allreduce: neither a prologue nor an epilogue function");
   validateBuffers(send, recv, count, DataType::kFloat32, "allreduce");
-  const EpilogueCall call{recv, fn, user};
-  DecodeEpilogue epi;
-  epi.fn = &EpilogueCall::run;
-  epi.ctx = &call;
-  m.allreduce(send, recv, count, DataType::kFloat32, op, opts, nullptr, &epi);
+  const EpilogueCall epiCall{recv, epilogue, user}, proCall{send, prologue, user};
+  DecodeEpilogue epi, pro;
+  epi.fn = pro.fn = &EpilogueCall::run;
+  epi.ctx = &epiCall;
+  pro.ctx = &proCall;
+  m.allreduce(send, recv, count, DataType::kFloat32, op, opts, nullptr, epilogue ? &epi : nullptr,
+              prologue ? &pro : nullptr);
   m.statCalls.fetch_add(1);
   m.publishStats();
 }

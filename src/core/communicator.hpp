@@ -66,6 +66,15 @@ class Communicator {
   /// result is undefined, as it is for allreduce(), and fn may have run on parts of it.
   void allreduce(const float* send, float* recv, size_t count, RedOp op, const TensorOpts& opts, EpilogueFn fn,
                  void* user);
+  /// The same with a prologue too (either may be null, not both): prologue(user, values, first,
+  /// count) rewrites elements [first, first + count) of `send` in place, each exactly once, before
+  /// anything reads them. Where the schedule reads the input only in its first step's encodes
+  /// (allgather-reduce with a lossy codec), it runs on each chunk right before its encode, while the
+  /// encode is about to read it; elsewhere over the whole input first. Either way bit for bit the
+  /// prologue over send, then allreduce(), then the epilogue. In place (send == recv) the prologue
+  /// rewrites the input that the result then replaces.
+  void allreduce(float* send, float* recv, size_t count, RedOp op, const TensorOpts& opts, EpilogueFn prologue,
+                 EpilogueFn epilogue, void* user);
   /// recv[r * sendCount + i] = rank r's send[i] (decoded values when the codec is lossy).
   void allgather(const void* send, void* recv, size_t sendCount, DataType dtype, const TensorOpts& opts,
                  void* stream = nullptr);

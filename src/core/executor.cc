@@ -230,6 +230,9 @@ void Executor::run(const Plan& plan, const float* src, float* dst, const ExecPar
       (params.outScale == 1.0f && params.epilogue == nullptr) || (plan.lastStepWritesFinal && params.ops == nullptr),
       ErrorCode::kInternalError,
       "executor: outScale or an epilogue on a plan whose last step does not write dst's final values");
+  QCCL_CHECK(params.prologue == nullptr ||
+                 (plan.encodesSourceOnce && params.ops == nullptr && params.codec.codec != CodecId::kFp32),
+             ErrorCode::kInternalError, "executor: a prologue on a plan that does not encode its source once");
   if (plan.pipelineSteps) {
     runSteps(plan, 0, plan.steps.size(), src, dst, params);
   } else {
@@ -473,6 +476,7 @@ void Executor::sendChunk(StepState& S, size_t g, size_t k) {
     bytes = c.size() * sizeof(float);
   } else {
     size_t cap = S.sendCapacity(grp.range);
+    if (p.prologue != nullptr) p.prologue->fn(p.prologue->ctx, const_cast<float*>(S.src + c.begin), c.size());
     const Clock::time_point t0 = Clock::now();
     bytes = p.ops ? p.ops->encode(p.codec, S.src + c.begin, res, c.size(), buf, cap, ep)
                   : encode(p.codec, S.src + c.begin, res, c.size(), buf, cap, ep);

@@ -78,6 +78,10 @@ struct ExecParams {
   /// Runs over dst's final values inside the last step's decodes, after outScale, each element
   /// exactly once (DecodeEpilogue; an allreduce's epilogue). The same plans as outScale only.
   const DecodeEpilogue* epilogue = nullptr;
+  /// Rewrites each chunk of the source (in place: the caller's writable input) right before the
+  /// chunk's encode, while the encode is about to read it. Only for plans with encodesSourceOnce,
+  /// a lossy codec and no ops; run() throws kInternal otherwise.
+  const DecodeEpilogue* prologue = nullptr;
 };
 
 struct ExecStats {

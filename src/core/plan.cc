@@ -139,6 +139,7 @@ Plan planEveryoneToEveryone(int rank, int size, size_t count, RecvOp op) {
   }
   plan.steps.push_back(std::move(st));
   plan.lastStepWritesFinal = true;
+  plan.encodesSourceOnce = true;
   return plan;
 }
 }  // namespace

@@ -73,6 +73,11 @@ struct Plan {
   /// average's 1/n may then be applied there, while the decoded values are in cache
   /// (ExecParams::outScale), instead of in a pass of its own.
   bool lastStepWritesFinal = false;
+  /// Every element of the source is read once, by the encode of its chunk in the first step, and by
+  /// nothing else (no raw receive: the self receive decodes this rank's own encoding), as in
+  /// allgather-reduce: a prologue may rewrite each chunk of the source right before its encode
+  /// (ExecParams::prologue).
+  bool encodesSourceOnce = false;
 };
 
 /// True if the plan reads this rank's own data from dst (a kAccumulate step adds to it), so that an

@@ -203,3 +203,117 @@ TEST(CApiEpilogue, CxxWrapper) {
   for (int r = 0; r < 2; ++r) EXPECT_EQ(0, std::memcmp(out[r].data(), want.data(), want.size() * sizeof(float)));
   EXPECT_THROW(comms[0].allreduceEpilogue(out[0].data(), out[0].data(), 4, qcclSum, nullptr, nullptr), qccl::Error);
 }
+
+// qcclAllreduceFused: a prologue over the input, then the allreduce, then the epilogue, bit for bit;
+// each input element rewritten exactly once; in allgather-reduce with a lossy codec the prologue runs
+// chunk by chunk at the encodes (several pieces with small chunks), elsewhere once over the input.
+namespace {
+struct Both {
+  Update post;
+  std::vector<float> velocity;
+  std::vector<int> visits;
+  size_t pieces = 0;
+  Both(size_t n, int rank) : post(n, rank), velocity(n), visits(n, 0) {
+    for (size_t i = 0; i < n; ++i) velocity[i] = std::sin(0.21f * static_cast<float>(i) - static_cast<float>(rank));
+  }
+  // send = 0.9 * velocity + send; velocity = send (a momentum update that produces the message)
+  void pre(float* x, size_t first, size_t count) {
+    ++pieces;
+    for (size_t k = 0; k < count; ++k) {
+      const size_t i = first + k;
+      x[k] = 0.9f * velocity[i] + x[k];
+      velocity[i] = x[k];
+      ++visits[i];
+    }
+  }
+  static void prologue(void* user, float* values, size_t first, size_t count) {
+    static_cast<Both*>(user)->pre(values, first, count);
+  }
+  static void epilogue(void* user, float* values, size_t first, size_t count) {
+    static_cast<Both*>(user)->post.apply(values, first, count);
+  }
+};
+
+size_t compareFused(int ranks, size_t n, const Case& c, bool outOfPlace, bool withEpilogue) {
+  qcclConfig_t cfg;
+  EXPECT_EQ(qcclConfigInit(&cfg), qcclSuccess);
+  cfg.timeoutSec = 30;
+  cfg.chunkBytes = 64 << 10;  // several chunks per call
+  std::vector<std::vector<float>> want(ranks), got(ranks);
+  std::atomic<size_t> maxPieces{0};
+  for (int variant = 0; variant < 2; ++variant) {
+    runRanks(ranks, &cfg, [&](int r, qcclComm_t comm) {
+      qcclTensorOpts_t t = QCCL_TENSOR_OPTS_INIT;
+      t.id = 12;
+      t.codec = c.codec;
+      t.bits = c.bits;
+      t.algo = c.algo;
+      Both b(n, r);
+      std::vector<float> send(n), recv(n), all;
+      for (int call = 0; call < 3; ++call) {
+        for (size_t i = 0; i < n; ++i) send[i] = input(r, i, call);
+        float* out = outOfPlace ? recv.data() : send.data();
+        if (variant == 0) {
+          if (n > 0) b.pre(send.data(), 0, n);
+          ASSERT_EQ(qcclAllreduce(send.data(), out, n, qcclFloat32, static_cast<qcclRedOp_t>(c.op), &t, comm, nullptr),
+                    qcclSuccess)
+              << qcclGetLastError(comm);
+          if (n > 0 && withEpilogue) b.post.apply(out, 0, n);
+        } else {
+          const size_t before = b.pieces;
+          ASSERT_EQ(qcclAllreduceFused(send.data(), out, n, static_cast<qcclRedOp_t>(c.op), &t, &Both::prologue,
+                                       withEpilogue ? &Both::epilogue : nullptr, &b, comm),
+                    qcclSuccess)
+              << qcclGetLastError(comm);
+          if (r == 0 && b.pieces - before > maxPieces.load()) maxPieces.store(b.pieces - before);
+        }
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(b.visits[i], call + 1) << "element " << i << " " << name(c);
+        all.insert(all.end(), out, out + n);
+        all.insert(all.end(), b.velocity.begin(), b.velocity.end());
+      }
+      (variant == 0 ? want : got)[r] = all;
+    });
+  }
+  for (int r = 0; r < ranks; ++r)
+    EXPECT_EQ(0, std::memcmp(want[r].data(), got[r].data(), want[r].size() * sizeof(float)))
+        << "rank " << r << " n " << n << " " << name(c);
+  return maxPieces.load();
+}
+}  // namespace
+
+TEST(CApiEpilogue, FusedIsThePrologueTheAllreduceAndTheEpilogue) {
+  const Case cases[] = {
+      {qcclAlgoAllgather, qcclCodecOneBit, 0, qcclAvg}, {qcclAlgoAllgather, qcclCodecMaxMin, 2, qcclSum},
+      {qcclAlgoAllgather, qcclCodecNone, 0, qcclAvg},   {qcclAlgoSra, qcclCodecOneBit, 0, qcclAvg},
+      {qcclAlgoRing, qcclCodecNone, 0, qcclSum},        {qcclAlgoAuto, qcclCodecNone, 0, qcclAvg},
+      {qcclAlgoHier, qcclCodecSignScale, 0, qcclAvg},
+  };
+  for (const Case& c : cases)
+    for (int ranks : {1, 3})
+      for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{70001}})
+        for (bool outOfPlace : {false, true})
+          for (bool withEpilogue : {false, true}) {
+            SCOPED_TRACE(name(c) + " ranks " + std::to_string(ranks) + " n " + std::to_string(n) +
+                         (outOfPlace ? " out of place" : " in place") + (withEpilogue ? " + epilogue" : ""));
+            compareFused(ranks, n, c, outOfPlace, withEpilogue);
+          }
+  // At the encodes, chunk by chunk (70,001 elements in 64 KiB chunks: 5 of them); once elsewhere.
+  EXPECT_EQ(compareFused(3, 70001, Case{qcclAlgoAllgather, qcclCodecOneBit, 0, qcclAvg}, true, false), 5u);
+  EXPECT_EQ(compareFused(3, 70001, Case{qcclAlgoSra, qcclCodecOneBit, 0, qcclAvg}, true, false), 1u);
+  EXPECT_EQ(compareFused(3, 70001, Case{qcclAlgoAllgather, qcclCodecNone, 0, qcclAvg}, true, false), 1u);
+}
+
+TEST(CApiEpilogue, FusedBadArguments) {
+  qcclConfig_t cfg;
+  ASSERT_EQ(qcclConfigInit(&cfg), qcclSuccess);
+  qcclComm_t comm = nullptr;
+  ASSERT_EQ(qcclCommInitLoopback(&comm, 1, &cfg), qcclSuccess);
+  float buf[4] = {1, 2, 3, 4};
+  EXPECT_EQ(qcclAllreduceFused(buf, buf, 4, qcclSum, nullptr, nullptr, nullptr, nullptr, comm), qcclInvalidArgument);
+  EXPECT_NE(std::string(qcclGetLastError(comm)).find("both NULL"), std::string::npos) << qcclGetLastError(comm);
+  Both b(4, 0);
+  EXPECT_EQ(qcclAllreduceFused(buf, buf, 4, qcclSum, nullptr, &Both::prologue, nullptr, &b, comm), qcclSuccess)
+      << qcclGetLastError(comm);
+  for (int v : b.visits) EXPECT_EQ(v, 1);
+  EXPECT_EQ(qcclCommDestroy(comm), qcclSuccess);
+}

@@ -15,8 +15,9 @@
 //     mismatch-codec      rank 0 passes another codec: likewise
 //     reducescatter       qcclReduceScatter: exact sums (fp32 and fp16 buffers, in place), lossy codecs
 //                         bit for bit against the scatter stage computed here with the codec
-//     epilogue            qcclAllreduceEpilogue: bit for bit qcclAllreduce followed by the update,
-//                         each element updated once, inside the decodes for sra and allgather-reduce
+//     epilogue            qcclAllreduceEpilogue and qcclAllreduceFused (a prologue too): bit for bit
+//                         the prologue, qcclAllreduce and the update, each element rewritten once,
+//                         the update inside the decodes for sra and allgather-reduce
 //     mismatch-reducescatter  rank 0 passes another recvcount: qcclMismatch / qcclRemoteError everywhere
 //     hier                qcclAlgoHier with QCCL_HOST_ID = rank / 2 (hosts of two ranks): exact fp32,
 //                         allgather by host bit for bit the flat one,
@@ -332,11 +333,25 @@ void caseHier(qcclComm_t comm) {
 // ids fed the same inputs (so their residuals evolve alike), three calls each: the same bits, every
 // element updated exactly once, and inside the decodes (many pieces) for sra and allgather-reduce.
 struct EpilogueUpdate {
-  std::vector<float> state;
-  std::vector<int> visits;
+  std::vector<float> state, velocity;
+  std::vector<int> visits, preVisits;
   size_t pieces = 0;
-  explicit EpilogueUpdate(size_t n) : state(n), visits(n, 0) {
-    for (size_t i = 0; i < n; ++i) state[i] = std::sin(0.1f * static_cast<float>(i) + static_cast<float>(gRank));
+  explicit EpilogueUpdate(size_t n) : state(n), velocity(n), visits(n, 0), preVisits(n, 0) {
+    for (size_t i = 0; i < n; ++i) {
+      state[i] = std::sin(0.1f * static_cast<float>(i) + static_cast<float>(gRank));
+      velocity[i] = std::cos(0.3f * static_cast<float>(i) - static_cast<float>(gRank));
+    }
+  }
+  // The prologue (qcclAllreduceFused): send = 0.9 * velocity + send; velocity = send.
+  void pre(float* x, size_t first, size_t count) {
+    for (size_t k = 0; k < count; ++k) {
+      x[k] = 0.9f * velocity[first + k] + x[k];
+      velocity[first + k] = x[k];
+      ++preVisits[first + k];
+    }
+  }
+  static void prologue(void* user, float* values, size_t first, size_t count) {
+    static_cast<EpilogueUpdate*>(user)->pre(values, first, count);
   }
   void apply(float* x, size_t first, size_t count) {
     ++pieces;
@@ -366,29 +381,38 @@ void caseEpilogue(qcclComm_t comm) {
       t.codec = c.codec;
       t.algo = c.algo;
       EpilogueUpdate plain(n), fused(n);
-      std::vector<float> a(n), b(n);
+      std::vector<float> a(n), b(n), sa(n), sb(n);
       size_t fusedPieces = 0;
       const uint64_t idPlain = ++id, idFused = ++id;
       for (int call = 0; call < 3; ++call) {
-        for (size_t i = 0; i < n; ++i) a[i] = b[i] = smoothInput(gRank, i + 7 * static_cast<size_t>(call));
+        // Odd calls: out of place with a prologue too (qcclAllreduceFused); even: in place, epilogue only.
+        const bool pro = call % 2 == 1;
+        for (size_t i = 0; i < n; ++i)
+          sa[i] = sb[i] = a[i] = b[i] = smoothInput(gRank, i + 7 * static_cast<size_t>(call));
         t.id = idPlain;
-        qcclResult_t r = qcclAllreduce(a.data(), a.data(), n, qcclFloat32, qcclAvg, &t, comm, nullptr);
+        if (pro && n > 0) plain.pre(sa.data(), 0, n);
+        qcclResult_t r =
+            qcclAllreduce(pro ? sa.data() : a.data(), a.data(), n, qcclFloat32, qcclAvg, &t, comm, nullptr);
         EXPECT(r == qcclSuccess, "allreduce algo %d codec %d n %zu: %s", c.algo, c.codec, n, qcclGetLastError(comm));
         if (n > 0) plain.apply(a.data(), 0, n);
         t.id = idFused;
         const size_t before = fused.pieces;
-        r = qcclAllreduceEpilogue(b.data(), b.data(), n, qcclAvg, &t, &EpilogueUpdate::call, &fused, comm);
+        r = pro ? qcclAllreduceFused(sb.data(), b.data(), n, qcclAvg, &t, &EpilogueUpdate::prologue,
+                                     &EpilogueUpdate::call, &fused, comm)
+                : qcclAllreduceEpilogue(b.data(), b.data(), n, qcclAvg, &t, &EpilogueUpdate::call, &fused, comm);
         EXPECT(r == qcclSuccess, "epilogue algo %d codec %d n %zu: %s", c.algo, c.codec, n, qcclGetLastError(comm));
         fusedPieces = std::max(fusedPieces, fused.pieces - before);
         EXPECT(n == 0 || std::memcmp(a.data(), b.data(), n * sizeof(float)) == 0,
                "epilogue algo %d codec %d n %zu call %d: result differs from allreduce + pass", c.algo, c.codec, n,
                call);
         int wrongVisits = 0;
-        for (size_t i = 0; i < n; ++i) wrongVisits += fused.visits[i] != call + 1;
+        for (size_t i = 0; i < n; ++i)
+          wrongVisits += fused.visits[i] != call + 1 || fused.preVisits[i] != (call + 1) / 2;
         EXPECT(wrongVisits == 0, "epilogue algo %d codec %d n %zu: %d elements not updated exactly once", c.algo,
                c.codec, n, wrongVisits);
       }
-      EXPECT(n == 0 || std::memcmp(plain.state.data(), fused.state.data(), n * sizeof(float)) == 0,
+      EXPECT(n == 0 || (std::memcmp(plain.state.data(), fused.state.data(), n * sizeof(float)) == 0 &&
+                        std::memcmp(plain.velocity.data(), fused.velocity.data(), n * sizeof(float)) == 0),
              "epilogue algo %d codec %d n %zu: the update's state differs", c.algo, c.codec, n);
       if (n == 300001 && (c.algo == qcclAlgoSra || c.algo == qcclAlgoAllgather))
         EXPECT(fusedPieces > 16, "epilogue algo %d codec %d: %zu pieces, expected it inside the decodes", c.algo,

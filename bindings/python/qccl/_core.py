@@ -213,20 +213,23 @@ class Communicator:
                                  _lookup(ALGOS, algo, "algorithm", -1), stream)
         return out
 
-    def _allreduce_corrected(self, tensor, segments, out=None, *, op: str = "sum", codec=None,
+    def _allreduce_corrected(self, tensor, segments, out=None, *, local=(), op: str = "sum", codec=None,
                              bits: Optional[int] = None, tensor_id: int = 0, algo=None):
         """allreduce() of a float32 CPU tensor into ``out`` (default: in place), with momentum
         correction's corrected pass (qccl.momentum) run on ``segments`` of the result inside the
-        last decode, while each bucket is in cache (qcclAllreduceEpilogue). segments: (begin, n,
-        sent, old or None, p or None, mu, keep, wd), disjoint, float32 CPU tensors of n elements each."""
+        last decode, while each bucket is in cache, and its local pass on ``local`` segments of the
+        input (the local momentum; out of place only) right before their encode
+        (qcclAllreduceFused). segments: (begin, n, sent, old or None, p or None, mu, keep, wd);
+        local: (begin, n, g, sent or None, buf or None, p or None, mu, keep, wd); each list
+        disjoint, float32 CPU tensors of n elements each."""
         if out is None:
             out = tensor
-        send, _ = _buffer(tensor, "input", writable=False)
+        send, _ = _buffer(tensor, "input", writable=True)
         recv, _ = _buffer(out, "output", writable=True)
         with self._lock:
             self._comm.allreduce_corrected(send, recv, _lookup(OPS, op, "op", 0), int(tensor_id),
                                            _lookup(CODECS, codec, "codec", -1), int(bits or 0),
-                                           _lookup(ALGOS, algo, "algorithm", -1), list(segments))
+                                           _lookup(ALGOS, algo, "algorithm", -1), list(segments), list(local))
         return out
 
     def allgather(self, tensor, out=None, *, codec=None, bits: Optional[int] = None, tensor_id: int = 0,

@@ -252,16 +252,18 @@ class MomentumCorrection:
         return None if b is None else b.view(-1)
 
     def local(self, p: torch.Tensor, g: torch.Tensor, scale: float = 1.0,
-              out_of_place: bool = False) -> Optional[torch.Tensor]:
+              out_of_place: bool = False) -> Optional[tuple]:
         """Replaces g, this rank's flat gradient of p, by this rank's message. In place, without
         new full-size tensors where the gradient is fp32: on a 4.3M-parameter model the
         temporaries of the plain expressions cost as much CPU per step as the exchange itself.
         ``scale``: g is loss-scaled by it (mixed precision); the momentum is kept unscaled, the
         message is scaled again, so that residuals stay in the units of the plain path.
         ``out_of_place``: where the message is the local momentum itself (the fused passes, no loss
-        scale), leave g as it is and return the local momentum for the caller to send (the
-        exchange's input, its output g): one write of g fewer. Returns None when g holds the message.
-        The caller must not change the returned tensor."""
+        scale), leave g as it is and return ``(u, pass)``: the caller sends u (the exchange's input,
+        its output g), after running on u, in place, the local pass ``pass`` = (g, sent or None, buf
+        or None, p or None, mu, keep, wd) -- as the exchange's prologue, right before each chunk's
+        encode (``Communicator._allreduce_corrected(local=...)``), which saves the encode's read of
+        u from memory. Returns None when g holds the message."""
         h = self._hyper[p]
         st = self._state.setdefault(p, {})
         buf = self._buffer(p)
@@ -277,19 +279,20 @@ class MomentumCorrection:
         if h.sign < 0:
             d.neg_()
         send_u = out_of_place and scale == 1.0
+        wd_p = pf if h.wd != 0.0 else None
         if not rec and buf is not None and u is not None and _fusable(g, u, pf):
             # Without reconciliation, one pass that reads only what it writes: u = mu u + keep (d + wd p); g = u
-            _qccl._momentum_local_plain(g, u, pf, h.mu, h.keep, h.wd, not send_u)
             if send_u:
                 self.unstaged += 1
-                return u
+                return u, (g, None, None, wd_p, h.mu, h.keep, h.wd)
+            _qccl._momentum_local_plain(g, u, pf, h.mu, h.keep, h.wd)
         elif (rec and self.scheme != "ef21" and buf is not None and u is not None and sent is not None
                 and _fusable(g, u, sent, buf, pf)):
             # The common case in one pass over memory (d is g): u = mu (u - (sent - buf)) + keep (d + wd p); g = u
-            _qccl._momentum_local(g, u, sent, buf, pf, h.mu, h.keep, h.wd, not send_u)
             if send_u:
                 self.unstaged += 1
-                return u
+                return u, (g, sent, buf, wd_p, h.mu, h.keep, h.wd)
+            _qccl._momentum_local(g, u, sent, buf, pf, h.mu, h.keep, h.wd)
         else:
             if h.wd != 0.0:
                 d.add_(pf, alpha=h.wd)

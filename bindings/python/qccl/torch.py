@@ -335,11 +335,11 @@ class HookState:
         # A parameter that is a call of its own sends its local momentum as it is, out of place,
         # instead of a copy written into the bucket first (MomentumCorrection.local(out_of_place)).
         alone = self._call_regions(plan, warm, buf.numel()) if corrected and host32 and mc.fuse else set()
-        sources = {}
+        sources = {}  # offset -> (local momentum to send, the local pass to run on it first)
         for o, n, p in corrected:
-            u = mc.local(p, buf[o:o + n], scale, out_of_place=(o, n) in alone)
-            if u is not None:
-                sources[o] = u
+            src = mc.local(p, buf[o:o + n], scale, out_of_place=(o, n) in alone)
+            if src is not None:
+                sources[o] = src
         # The corrected pass of each parameter that allows it runs inside the exchange's last decode,
         # bucket by bucket in cache (MomentumCorrection.fused_correction); the rest after it.
         fusable = {}
@@ -349,6 +349,9 @@ class HookState:
                 if seg is not None:
                     fusable[o] = (n, seg)
         done = self._exchange(buf, plan, warm, fusable, sources)
+        if sources:  # every deferred local pass must have run as its call's prologue
+            raise Error(f"qccl hook: internal error, local passes at offsets {sorted(sources)} did not run",
+                        3)  # qcclInternalError
         for o, n, p in corrected:
             if o in done:
                 mc.finish_fused(p)
@@ -381,20 +384,21 @@ class HookState:
         return regions
 
     def _call(self, buf: torch.Tensor, o: int, n: int, fusable: Dict[int, Any], done: set,
-              sources: Dict[int, torch.Tensor], **call) -> None:
+              sources: Dict[int, tuple], **call) -> None:
         """allreduce of buf[o:o + n] (a contiguous view: no copy), with the corrected passes of the
         parameters inside it as its epilogue; from ``sources[o]`` into it where that holds the
-        call's input (a local momentum sent out of place)."""
+        call's input (a local momentum sent out of place, its local pass as the call's prologue)."""
         segs = self._segments(fusable, [(o, n, 0)], done)
-        src = sources.get(o)
-        src = src if src is not None and src.numel() == n else buf[o:o + n]
-        if segs:
-            self.comm._allreduce_corrected(src, segs, out=buf[o:o + n], **call)
+        if o in sources and sources[o][0].numel() == n:
+            u, local = sources.pop(o)
+            self.comm._allreduce_corrected(u, segs, out=buf[o:o + n], local=[(0, n) + local], **call)
+        elif segs:
+            self.comm._allreduce_corrected(buf[o:o + n], segs, **call)
         else:
-            self.comm.allreduce(src, buf[o:o + n], **call)
+            self.comm.allreduce(buf[o:o + n], **call)
 
     def _exchange(self, buf: torch.Tensor, plan: _BucketPlan, warm: bool, fusable: Dict[int, Any],
-                  sources: Dict[int, torch.Tensor]) -> set:
+                  sources: Dict[int, tuple]) -> set:
         """The bucket's allreduce calls; returns the offsets of the parameters corrected inside them."""
         comm, done = self.comm, set()
         if warm or not (plan.compressed or plan.own):

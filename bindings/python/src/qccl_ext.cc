@@ -114,7 +114,7 @@ float* f32Data(Array& a, size_t n, const char* name) {
 }
 
 // The local pass: v = mu * w + keep * (g + wd * p); u = v; g = v (unless !kWriteG: the hook then
-// sends u itself, out of place), where w is u - (sent - buf) reconciled (kReconcile) and u itself
+// sends u itself, out of place, and runs this as the exchange's prologue, localPrologue), where w is u - (sent - buf) reconciled (kReconcile) and u itself
 // without. sent and buf are read only when reconciling, p only when wd != 0. The tensors must not
 // overlap (momentum.py owns u and sent; g is the bucket, buf the optimizer's, p the parameter).
 template <bool kReconcile, bool kWriteG>
@@ -166,7 +166,7 @@ void correctedPass(float* __restrict__ xp, const float* __restrict__ op, float* 
 
 // Reconciled (the default): u = mu * (u - (sent - buf)) + keep * (g + wd * p); g = u; sent is left
 // as it was (corrected() rewrites it before it is read again).
-void momentumLocal(Array g, Array u, Array sent, Array buf, Array p, float mu, float keep, float wd, bool writeG) {
+void momentumLocal(Array g, Array u, Array sent, Array buf, Array p, float mu, float keep, float wd) {
   const size_t n = g.size();
   float* gp = f32Data(g, n, "g");
   float* up = f32Data(u, n, "u");
@@ -174,10 +174,7 @@ void momentumLocal(Array g, Array u, Array sent, Array buf, Array p, float mu, f
   const float* bp = f32Data(buf, n, "buf");
   const float* pp = wd != 0.0f ? f32Data(p, n, "p") : nullptr;
   nb::gil_scoped_release unlocked;
-  if (writeG)
-    localPass<true, true>(gp, up, sp, bp, pp, n, mu, keep, wd);
-  else
-    localPass<true, false>(gp, up, sp, bp, pp, n, mu, keep, wd);
+  localPass<true, true>(gp, up, sp, bp, pp, n, mu, keep, wd);
 }
 
 // Reconciled: sent = x; x = (x - mu * old) / keep - wd * p.
@@ -194,16 +191,13 @@ void momentumCorrected(Array x, Array old, Array sent, Array p, float mu, float 
 // Without reconciliation (HookState(..., reconcile=False)) each pass reads only the tensors it
 // writes, two passes over memory fewer per step than the pair above: u = mu * u + keep * (g + wd * p);
 // g = u.
-void momentumLocalPlain(Array g, Array u, Array p, float mu, float keep, float wd, bool writeG) {
+void momentumLocalPlain(Array g, Array u, Array p, float mu, float keep, float wd) {
   const size_t n = g.size();
   float* gp = f32Data(g, n, "g");
   float* up = f32Data(u, n, "u");
   const float* pp = wd != 0.0f ? f32Data(p, n, "p") : nullptr;
   nb::gil_scoped_release unlocked;
-  if (writeG)
-    localPass<false, true>(gp, up, nullptr, nullptr, pp, n, mu, keep, wd);
-  else
-    localPass<false, false>(gp, up, nullptr, nullptr, pp, n, mu, keep, wd);
+  localPass<false, true>(gp, up, nullptr, nullptr, pp, n, mu, keep, wd);
 }
 
 // Without reconciliation: x = (x - mu * sent) / keep - wd * p; sent = x as it came in (the average
@@ -247,6 +241,48 @@ void correctEpilogue(void* user, float* values, size_t first, size_t count) {
     else
       correctedPass<true>(x, nullptr, it->sent + off, pp, hi - lo, it->mu, it->keep, it->wd);
   }
+}
+
+// The local pass as the exchange's prologue (qcclAllreduceFused): the call's input is the local
+// momentum u itself, and each piece of it becomes v = mu * w + keep * (g + wd * p) right before the
+// encode reads it (momentum.py, MomentumCorrection.local with defer=True). localPass on the same
+// values, so the same bits.
+struct LocalSegment {
+  size_t begin = 0, n = 0;
+  const float* g = nullptr;
+  const float* sent = nullptr;  // with buf: reconciling
+  const float* buf = nullptr;
+  const float* p = nullptr;  // read only when wd != 0
+  float mu = 0, keep = 1, wd = 0;
+};
+
+struct FusedPasses {
+  std::vector<CorrectSegment> corrected;
+  std::vector<LocalSegment> local;
+};
+
+void localPrologue(void* user, float* values, size_t first, size_t count) {
+  const auto& segs = static_cast<const FusedPasses*>(user)->local;
+  const size_t end = first + count;
+  auto it =
+      std::upper_bound(segs.begin(), segs.end(), first, [](size_t v, const LocalSegment& sg) { return v < sg.begin; });
+  if (it != segs.begin()) --it;
+  for (; it != segs.end() && it->begin < end; ++it) {
+    const size_t lo = std::max(first, it->begin), hi = std::min(end, it->begin + it->n);
+    if (lo >= hi) continue;
+    const size_t off = lo - it->begin;
+    float* u = values + (lo - first);
+    float* g = const_cast<float*>(it->g + off);  // only read: kWriteG is false
+    const float* pp = it->p != nullptr ? it->p + off : nullptr;
+    if (it->buf != nullptr)
+      localPass<true, false>(g, u, it->sent + off, it->buf + off, pp, hi - lo, it->mu, it->keep, it->wd);
+    else
+      localPass<false, false>(g, u, nullptr, nullptr, pp, hi - lo, it->mu, it->keep, it->wd);
+  }
+}
+
+void fusedEpilogue(void* user, float* values, size_t first, size_t count) {
+  correctEpilogue(&static_cast<FusedPasses*>(user)->corrected, values, first, count);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
@@ -490,8 +526,8 @@ void allreduce(Comm& self, ConstArray send, Array recv, int op, uint64_t id, int
 // decode: `segments` are (begin, n, sent, old or None, p or None, mu, keep, wd) over elements of
 // recv, disjoint; each one's recv[begin:begin + n] gets correctedPass with those tensors (n
 // elements each; old None: from sent; p None: wd must be 0).
-void allreduceCorrected(Comm& self, ConstArray send, Array recv, int op, uint64_t id, int codec, int bits, int algo,
-                        const nb::list& segments) {
+void allreduceCorrected(Comm& self, Array send, Array recv, int op, uint64_t id, int codec, int bits, int algo,
+                        const nb::list& segments, const nb::list& local) {
   if (checkBuffer(send, "input") || checkBuffer(recv, "output") || recv.device_type() != nb::device::cpu::value)
     invalid("the corrected allreduce takes CPU tensors");
   if (dataType(send) != qcclFloat32 || dataType(recv) != qcclFloat32)
@@ -499,7 +535,8 @@ void allreduceCorrected(Comm& self, ConstArray send, Array recv, int op, uint64_
   if (send.size() != recv.size())
     invalid("input has " + std::to_string(send.size()) + " elements but output has " + std::to_string(recv.size()));
   if (op != qcclSum && op != qcclAvg) invalid("op must be sum or avg");
-  std::vector<CorrectSegment> segs;
+  FusedPasses passes;
+  std::vector<CorrectSegment>& segs = passes.corrected;
   segs.reserve(segments.size());
   for (nb::handle h : segments) {
     nb::tuple t = nb::cast<nb::tuple>(h);
@@ -530,10 +567,45 @@ void allreduceCorrected(Comm& self, ConstArray send, Array recv, int op, uint64_
             [](const CorrectSegment& a, const CorrectSegment& b) { return a.begin < b.begin; });
   for (size_t i = 1; i < segs.size(); ++i)
     if (segs[i].begin < segs[i - 1].begin + segs[i - 1].n) invalid("segments overlap");
+  // (begin, n, g, sent or None, buf or None, p or None, mu, keep, wd): the local pass on send.
+  std::vector<LocalSegment>& ls = passes.local;
+  for (nb::handle h : local) {
+    nb::tuple t = nb::cast<nb::tuple>(h);
+    if (t.size() != 9) invalid("local segment: expected (begin, n, g, sent, buf, p, mu, keep, wd)");
+    LocalSegment sg;
+    sg.begin = nb::cast<size_t>(t[0]);
+    sg.n = nb::cast<size_t>(t[1]);
+    if (sg.begin > send.size() || sg.n > send.size() - sg.begin) invalid("local segment: outside the input");
+    Array g = nb::cast<Array>(t[2]);
+    sg.g = f32Data(g, sg.n, "g");
+    if (t[3].is_none() != t[4].is_none()) invalid("local segment: sent and buf go together");
+    if (!t[3].is_none()) {
+      Array sent = nb::cast<Array>(t[3]), buf = nb::cast<Array>(t[4]);
+      sg.sent = f32Data(sent, sg.n, "sent");
+      sg.buf = f32Data(buf, sg.n, "buf");
+    }
+    sg.mu = nb::cast<float>(t[6]);
+    sg.keep = nb::cast<float>(t[7]);
+    sg.wd = nb::cast<float>(t[8]);
+    if (!t[5].is_none()) {
+      Array p = nb::cast<Array>(t[5]);
+      sg.p = f32Data(p, sg.n, "p");
+    } else if (sg.wd != 0.0f) {
+      invalid("local segment: weight decay without the parameter");
+    }
+    if (sg.wd == 0.0f) sg.p = nullptr;
+    ls.push_back(sg);
+  }
+  std::sort(ls.begin(), ls.end(), [](const LocalSegment& a, const LocalSegment& b) { return a.begin < b.begin; });
+  for (size_t i = 1; i < ls.size(); ++i)
+    if (ls[i].begin < ls[i - 1].begin + ls[i - 1].n) invalid("local segments overlap");
+  if (!ls.empty() && send.data() == recv.data()) invalid("the local pass needs the input apart from the output");
+  if (ls.empty() && segs.empty()) invalid("neither segments nor local segments");
   const qcclTensorOpts_t t = tensorOpts(id, codec, bits, algo);
-  self.run("qcclAllreduceEpilogue", [&](qcclComm_t c) {
-    return qcclAllreduceEpilogue(static_cast<const float*>(send.data()), static_cast<float*>(recv.data()), send.size(),
-                                 static_cast<qcclRedOp_t>(op), &t, &correctEpilogue, &segs, c);
+  self.run("qcclAllreduceFused", [&](qcclComm_t c) {
+    return qcclAllreduceFused(static_cast<float*>(send.data()), static_cast<float*>(recv.data()), send.size(),
+                              static_cast<qcclRedOp_t>(op), &t, ls.empty() ? nullptr : &localPrologue,
+                              segs.empty() ? nullptr : &fusedEpilogue, &passes, c);
   });
 }
 
@@ -697,7 +769,8 @@ NB_MODULE(_qccl, m) {
       .def("allreduce", &allreduce, nb::arg("send").noconvert(), nb::arg("recv").noconvert(), nb::arg("op"),
            nb::arg("id"), nb::arg("codec"), nb::arg("bits"), nb::arg("algo"), nb::arg("stream"))
       .def("allreduce_corrected", &allreduceCorrected, nb::arg("send").noconvert(), nb::arg("recv").noconvert(),
-           nb::arg("op"), nb::arg("id"), nb::arg("codec"), nb::arg("bits"), nb::arg("algo"), nb::arg("segments"))
+           nb::arg("op"), nb::arg("id"), nb::arg("codec"), nb::arg("bits"), nb::arg("algo"), nb::arg("segments"),
+           nb::arg("local") = nb::list())
       .def("allgather", &allgather, nb::arg("send").noconvert(), nb::arg("recv").noconvert(), nb::arg("id"),
            nb::arg("codec"), nb::arg("bits"), nb::arg("algo"), nb::arg("stream"))
       .def("reduce_scatter", &reduceScatter, nb::arg("send").noconvert(), nb::arg("recv").noconvert(), nb::arg("op"),
@@ -705,11 +778,11 @@ NB_MODULE(_qccl, m) {
 
   m.def("_momentum_local", &momentumLocal, nb::arg("g").noconvert(), nb::arg("u").noconvert(),
         nb::arg("sent").noconvert(), nb::arg("buf").noconvert(), nb::arg("p").noconvert(), nb::arg("mu"),
-        nb::arg("keep"), nb::arg("wd"), nb::arg("write_g") = true);
+        nb::arg("keep"), nb::arg("wd"));
   m.def("_momentum_corrected", &momentumCorrected, nb::arg("x").noconvert(), nb::arg("old").noconvert(),
         nb::arg("sent").noconvert(), nb::arg("p").noconvert(), nb::arg("mu"), nb::arg("keep"), nb::arg("wd"));
   m.def("_momentum_local_plain", &momentumLocalPlain, nb::arg("g").noconvert(), nb::arg("u").noconvert(),
-        nb::arg("p").noconvert(), nb::arg("mu"), nb::arg("keep"), nb::arg("wd"), nb::arg("write_g") = true);
+        nb::arg("p").noconvert(), nb::arg("mu"), nb::arg("keep"), nb::arg("wd"));
   m.def("_momentum_corrected_from_sent", &momentumCorrectedFromSent, nb::arg("x").noconvert(),
         nb::arg("sent").noconvert(), nb::arg("p").noconvert(), nb::arg("mu"), nb::arg("keep"), nb::arg("wd"));
   m.def("_momentum_drift", &momentumDrift, nb::arg("buf").noconvert(), nb::arg("sent").noconvert(),
