@@ -1,6 +1,7 @@
-// qcclAllreduceEpilogue over the loopback transport: the result is bit for bit qcclAllreduce
-// followed by the function over it, every element is handed to the function exactly once, and where
-// the schedule writes final values in its decodes the function runs there, piece by piece.
+// qcclAllreduceEpilogue and qcclAllreduceFused over the loopback transport: the result is bit for
+// bit the prologue over the input, qcclAllreduce, and the epilogue over the result; every element is
+// handed to each function exactly once; and where the schedule allows it the functions run inside
+// its encodes and decodes, piece by piece.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,19 +13,13 @@
 #include <thread>
 #include <vector>
 
+#include "loopback_ranks.hpp"
 #include "qccl/qccl.h"
 #include "qccl/qccl.hpp"
 
 namespace {
 
-void runRanks(int n, const qcclConfig_t* cfg, const std::function<void(int, qcclComm_t)>& fn) {
-  std::vector<qcclComm_t> comms(n);
-  ASSERT_EQ(qcclCommInitLoopback(comms.data(), n, cfg), qcclSuccess) << qcclGetLastError(nullptr);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { fn(r, comms[r]); });
-  for (auto& t : threads) t.join();
-  for (auto c : comms) EXPECT_EQ(qcclCommDestroy(c), qcclSuccess);
-}
+using qccl_test::runRanks;
 
 // A momentum-correction-like update with state of its own: y = (x - 0.9 s) * 1.25 - 0.01 p;
 // s = x. Element-wise and nonlinear in the index, so a piece handed over at the wrong offset, twice

@@ -13,20 +13,13 @@
 #include <thread>
 #include <vector>
 
+#include "loopback_ranks.hpp"
 #include "qccl/qccl.h"
 #include "qccl/qccl.hpp"
 
 namespace {
 
-// Runs fn(rank, comm) on one thread per rank and destroys the communicators afterwards.
-void runRanks(int n, const qcclConfig_t* cfg, const std::function<void(int, qcclComm_t)>& fn) {
-  std::vector<qcclComm_t> comms(n);
-  ASSERT_EQ(qcclCommInitLoopback(comms.data(), n, cfg), qcclSuccess) << qcclGetLastError(nullptr);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { fn(r, comms[r]); });
-  for (auto& t : threads) t.join();
-  for (auto c : comms) EXPECT_EQ(qcclCommDestroy(c), qcclSuccess);
-}
+using qccl_test::runRanks;
 
 qcclConfig_t testConfig(double timeoutSec = 20.0) {
   qcclConfig_t cfg;

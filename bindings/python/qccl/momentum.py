@@ -71,9 +71,13 @@ and after the sum elsewhere. The same operations on the same values, so the same
 after the exchange (``MomentumCorrection.fuse = False``), without that pass's read and write of the
 whole average: on 25.6M elements over 4 local ranks 10-16 ms less CPU per rank and call. A parameter
 that is a call of its own (a large weight) also sends its local momentum ``u`` as the call's input,
-out of place, instead of a copy written into the bucket first. Both together took 17 ms of CPU per
-rank and 34 ms off the 25.6M-parameter DDP step (bench/RESULTS.md, "The corrected pass inside the
-last decode"). Loss-scaled gradients (``GradScaler``) and ``maximize`` keep the passes as they were.
+out of place, instead of a copy written into the bucket first, and its local pass runs as the
+exchange's prologue (``qcclAllreduceFused``): on each pipeline chunk right before that chunk's
+encode where the schedule encodes the input once (allgather-reduce, the hook's choice with a 1-bit
+codec), else over the input before the call. The corrected pass inside the decode and the momentum
+sent out of place took 17 ms of CPU per rank and 34 ms off the 25.6M-parameter DDP step
+(bench/RESULTS.md, "The corrected pass inside the last decode"). Loss-scaled gradients
+(``GradScaler``) and ``maximize`` keep the passes as they were.
 
 Without reconciliation (``HookState(..., reconcile=False)``, not for ``"ef21"``): the hook returns
 ``g' = (U - mu * S) / (1 - dampening) - weight_decay * p`` with ``S`` the previous average (the
