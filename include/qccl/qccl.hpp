@@ -126,8 +126,8 @@ class Comm {
   }
   /// allreduce of fp32 host buffers, then fn(user, values, first, count) over every element of the
   /// result once, inside the last decode where the schedule allows it (qcclAllreduceEpilogue).
-  void allreduceEpilogue(const float* send, float* recv, size_t count, qcclRedOp_t op, qcclEpilogueFn_t fn,
-                         void* user, const TensorOptions& t = {}) {
+  void allreduceEpilogue(const float* send, float* recv, size_t count, qcclRedOp_t op, qcclEpilogueFn_t fn, void* user,
+                         const TensorOptions& t = {}) {
     qcclTensorOpts_t c = t.toC();
     checkResult(qcclAllreduceEpilogue(send, recv, count, op, &c, fn, user, handle_), handle_);
   }

@@ -114,9 +114,9 @@ float* f32Data(Array& a, size_t n, const char* name) {
 }
 
 // The local pass: v = mu * w + keep * (g + wd * p); u = v; g = v (unless !kWriteG: the hook then
-// sends u itself, out of place, and runs this as the exchange's prologue, localPrologue), where w is u - (sent - buf) reconciled (kReconcile) and u itself
-// without. sent and buf are read only when reconciling, p only when wd != 0. The tensors must not
-// overlap (momentum.py owns u and sent; g is the bucket, buf the optimizer's, p the parameter).
+// sends u itself, out of place, and runs this as the exchange's prologue, localPrologue), where w is u - (sent - buf)
+// reconciled (kReconcile) and u itself without. sent and buf are read only when reconciling, p only when wd != 0. The
+// tensors must not overlap (momentum.py owns u and sent; g is the bucket, buf the optimizer's, p the parameter).
 template <bool kReconcile, bool kWriteG>
 void localPass(float* __restrict__ gp, float* __restrict__ up, const float* __restrict__ sp,
                const float* __restrict__ bp, const float* __restrict__ pp, size_t n, float mu, float keep, float wd) {
