@@ -12,7 +12,7 @@ from the second step, in as few buckets as DDP allows; on request) and the qccl 
 codec given by --codecs (default onebit and maxmin 4-bit; a codec with the suffix +m, e.g.
 onebit+m, hands the hook the optimizer: momentum-aware compression, HookState(optimizer=opt), with
 its default reconcile="auto"; +mu does so with reconcile=False, +mr with reconcile=True, +ma with
-the corrected pass after the exchange instead of inside its last decode).
+every momentum pass outside the exchange, as before 2026-11-28: MomentumCorrection.fuse = False).
 Every variant steps with the same optimizer, plain SGD or with --momentum SGD with momentum. Each
 variant runs --warmup untimed
 steps and then --steps timed ones on the same synthetic batch; rank 0 prints the median step
@@ -60,7 +60,7 @@ def parse_args():
     ap.add_argument("--codecs", default="onebit,maxmin:4",
                     help="qccl codecs, codec[:bits][+m|+mu|+mr|+ma][+hc][@algo] separated by commas; +m: "
                          "HookState(optimizer=opt); +mu / +mr: the same with reconcile=False / True; +ma: with "
-                         "the corrected pass after the exchange instead of inside it; +hc: clip "
+                         "every momentum pass outside the exchange (fuse=False); +hc: clip "
                          "in the hook "
                          "(--clip); @sra or @allgather: that variant's algorithm (overrides --algo)")
     ap.add_argument("--algo", choices=("sra", "allgather"),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# DDP step with optimizer=: momentum correction's corrected pass inside the exchange's last decode
-# (+m, the default now: qcclAllreduceEpilogue) against the same pass after the exchange (+ma, the
-# default before), in the same job, with plain onebit and the compute floor beside them: 4 emulated
+# DDP step with optimizer=: momentum correction's passes fused into the exchange (+m, the default
+# now: the corrected pass inside the last decode, qcclAllreduceEpilogue; from commit 1a79693 also the
+# local momentum sent out of place, from f8c0c39 its local pass as the prologue, qcclAllreduceFused)
+# against the same hook with every pass outside the exchange (+ma, fuse=False: as before), in the same job, with plain onebit and the compute floor beside them: 4 emulated
 # hosts at 1 Gbit/s, batch 1, SGD momentum 0.9, 25.6M parameters, the hook's own algorithm
 # (allgather for onebit with optimizer=).
 # usage: ab.sh [OUTDIR]; then summarize.py [OUTDIR]
