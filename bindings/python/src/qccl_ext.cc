@@ -215,31 +215,30 @@ void momentumCorrectedFromSent(Array x, Array sent, Array p, float mu, float kee
 // segment of the bucket is corrected bucket by bucket while the decode has it in cache, instead of
 // in a pass over the whole bucket after the call (momentum.py, MomentumCorrection.fused_correction).
 // The same correctedPass on the same values, so the same bits.
-struct CorrectSegment {
+// One parameter's elements [begin, begin + n) of the call's tensor and its settings.
+struct Segment {
   size_t begin = 0, n = 0;
-  float* sent = nullptr;
-  const float* old = nullptr;  // the optimizer's buffer when reconciling, else null (from sent)
-  const float* p = nullptr;    // read only when wd != 0
+  const float* p = nullptr;  // read only when wd != 0
   float mu = 0, keep = 1, wd = 0;
 };
 
-void correctEpilogue(void* user, float* values, size_t first, size_t count) {
-  const auto& segs = *static_cast<const std::vector<CorrectSegment>*>(user);
+struct CorrectSegment : Segment {
+  float* sent = nullptr;
+  const float* old = nullptr;  // the optimizer's buffer when reconciling, else null (from sent)
+};
+
+// fn(segment, x, off, m) for each part of values[0..count) (elements [first, first + count) of the
+// call's tensor) inside a segment: x is its first value there, off its offset in the segment, m its
+// length. Segments are sorted and disjoint: the walk starts at the last one beginning at or before
+// `first`.
+template <typename S, typename F>
+void forEachPart(const std::vector<S>& segs, float* values, size_t first, size_t count, F&& fn) {
   const size_t end = first + count;
-  // Segments are sorted and disjoint: start at the last one beginning at or before `first`.
-  auto it = std::upper_bound(segs.begin(), segs.end(), first,
-                             [](size_t v, const CorrectSegment& sg) { return v < sg.begin; });
+  auto it = std::upper_bound(segs.begin(), segs.end(), first, [](size_t v, const S& sg) { return v < sg.begin; });
   if (it != segs.begin()) --it;
   for (; it != segs.end() && it->begin < end; ++it) {
     const size_t lo = std::max(first, it->begin), hi = std::min(end, it->begin + it->n);
-    if (lo >= hi) continue;
-    const size_t off = lo - it->begin;
-    float* x = values + (lo - first);
-    const float* pp = it->p != nullptr ? it->p + off : nullptr;
-    if (it->old != nullptr)
-      correctedPass<false>(x, it->old + off, it->sent + off, pp, hi - lo, it->mu, it->keep, it->wd);
-    else
-      correctedPass<true>(x, nullptr, it->sent + off, pp, hi - lo, it->mu, it->keep, it->wd);
+    if (lo < hi) fn(*it, values + (lo - first), lo - it->begin, hi - lo);
   }
 }
 
@@ -247,13 +246,10 @@ void correctEpilogue(void* user, float* values, size_t first, size_t count) {
 // momentum u itself, and each piece of it becomes v = mu * w + keep * (g + wd * p) right before the
 // encode reads it (momentum.py, MomentumCorrection.local with defer=True). localPass on the same
 // values, so the same bits.
-struct LocalSegment {
-  size_t begin = 0, n = 0;
+struct LocalSegment : Segment {
   const float* g = nullptr;
   const float* sent = nullptr;  // with buf: reconciling
   const float* buf = nullptr;
-  const float* p = nullptr;  // read only when wd != 0
-  float mu = 0, keep = 1, wd = 0;
 };
 
 struct FusedPasses {
@@ -262,27 +258,27 @@ struct FusedPasses {
 };
 
 void localPrologue(void* user, float* values, size_t first, size_t count) {
-  const auto& segs = static_cast<const FusedPasses*>(user)->local;
-  const size_t end = first + count;
-  auto it =
-      std::upper_bound(segs.begin(), segs.end(), first, [](size_t v, const LocalSegment& sg) { return v < sg.begin; });
-  if (it != segs.begin()) --it;
-  for (; it != segs.end() && it->begin < end; ++it) {
-    const size_t lo = std::max(first, it->begin), hi = std::min(end, it->begin + it->n);
-    if (lo >= hi) continue;
-    const size_t off = lo - it->begin;
-    float* u = values + (lo - first);
-    float* g = const_cast<float*>(it->g + off);  // only read: kWriteG is false
-    const float* pp = it->p != nullptr ? it->p + off : nullptr;
-    if (it->buf != nullptr)
-      localPass<true, false>(g, u, it->sent + off, it->buf + off, pp, hi - lo, it->mu, it->keep, it->wd);
-    else
-      localPass<false, false>(g, u, nullptr, nullptr, pp, hi - lo, it->mu, it->keep, it->wd);
-  }
+  forEachPart(static_cast<const FusedPasses*>(user)->local, values, first, count,
+              [](const LocalSegment& sg, float* u, size_t off, size_t m) {
+                float* g = const_cast<float*>(sg.g + off);  // only read: kWriteG is false
+                const float* pp = sg.p != nullptr ? sg.p + off : nullptr;
+                if (sg.buf != nullptr)
+                  localPass<true, false>(g, u, sg.sent + off, sg.buf + off, pp, m, sg.mu, sg.keep, sg.wd);
+                else
+                  localPass<false, false>(g, u, nullptr, nullptr, pp, m, sg.mu, sg.keep, sg.wd);
+              });
 }
 
-void fusedEpilogue(void* user, float* values, size_t first, size_t count) {
-  correctEpilogue(&static_cast<FusedPasses*>(user)->corrected, values, first, count);
+// The corrected pass as the exchange's epilogue, on each piece of the average the decode finished.
+void correctEpilogue(void* user, float* values, size_t first, size_t count) {
+  forEachPart(static_cast<const FusedPasses*>(user)->corrected, values, first, count,
+              [](const CorrectSegment& sg, float* x, size_t off, size_t m) {
+                const float* pp = sg.p != nullptr ? sg.p + off : nullptr;
+                if (sg.old != nullptr)
+                  correctedPass<false>(x, sg.old + off, sg.sent + off, pp, m, sg.mu, sg.keep, sg.wd);
+                else
+                  correctedPass<true>(x, nullptr, sg.sent + off, pp, m, sg.mu, sg.keep, sg.wd);
+              });
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
@@ -522,6 +518,30 @@ void allreduce(Comm& self, ConstArray send, Array recv, int op, uint64_t id, int
   });
 }
 
+// A segment tuple's common fields: begin and n (t[0], t[1]; within `size` elements), the parameter
+// (t[pAt], or None: then wd must be 0), and mu, keep and wd (the tuple's last three).
+void parseSegment(const nb::tuple& t, size_t pAt, size_t size, const char* what, const char* where, Segment& sg) {
+  sg.begin = nb::cast<size_t>(t[0]);
+  sg.n = nb::cast<size_t>(t[1]);
+  if (sg.begin > size || sg.n > size - sg.begin) invalid(std::string(what) + ": outside " + where);
+  const size_t last = t.size() - 1;
+  sg.mu = nb::cast<float>(t[last - 2]);
+  sg.keep = nb::cast<float>(t[last - 1]);
+  sg.wd = nb::cast<float>(t[last]);
+  if (sg.wd == 0.0f) return;  // p is not read
+  if (t[pAt].is_none()) invalid(std::string(what) + ": weight decay without the parameter");
+  Array p = nb::cast<Array>(t[pAt]);
+  sg.p = f32Data(p, sg.n, "p");
+}
+
+// Sorts segments by begin; overlapping ones are an error.
+template <typename S>
+void sortDisjoint(std::vector<S>& segs, const char* overlap) {
+  std::sort(segs.begin(), segs.end(), [](const S& a, const S& b) { return a.begin < b.begin; });
+  for (size_t i = 1; i < segs.size(); ++i)
+    if (segs[i].begin < segs[i - 1].begin + segs[i - 1].n) invalid(overlap);
+}
+
 // allreduce of a float32 CPU tensor with momentum correction's corrected pass fused into its last
 // decode: `segments` are (begin, n, sent, old or None, p or None, mu, keep, wd) over elements of
 // recv, disjoint; each one's recv[begin:begin + n] gets correctedPass with those tensors (n
@@ -542,40 +562,23 @@ void allreduceCorrected(Comm& self, Array send, Array recv, int op, uint64_t id,
     nb::tuple t = nb::cast<nb::tuple>(h);
     if (t.size() != 8) invalid("segment: expected (begin, n, sent, old, p, mu, keep, wd)");
     CorrectSegment sg;
-    sg.begin = nb::cast<size_t>(t[0]);
-    sg.n = nb::cast<size_t>(t[1]);
-    if (sg.begin > recv.size() || sg.n > recv.size() - sg.begin) invalid("segment: outside the output");
+    parseSegment(t, 4, recv.size(), "segment", "the output", sg);
     Array sent = nb::cast<Array>(t[2]);
     sg.sent = f32Data(sent, sg.n, "sent");
     if (!t[3].is_none()) {
       Array old = nb::cast<Array>(t[3]);
       sg.old = f32Data(old, sg.n, "old");
     }
-    sg.mu = nb::cast<float>(t[5]);
-    sg.keep = nb::cast<float>(t[6]);
-    sg.wd = nb::cast<float>(t[7]);
-    if (!t[4].is_none()) {
-      Array p = nb::cast<Array>(t[4]);
-      sg.p = f32Data(p, sg.n, "p");
-    } else if (sg.wd != 0.0f) {
-      invalid("segment: weight decay without the parameter");
-    }
-    if (sg.wd == 0.0f) sg.p = nullptr;
     segs.push_back(sg);
   }
-  std::sort(segs.begin(), segs.end(),
-            [](const CorrectSegment& a, const CorrectSegment& b) { return a.begin < b.begin; });
-  for (size_t i = 1; i < segs.size(); ++i)
-    if (segs[i].begin < segs[i - 1].begin + segs[i - 1].n) invalid("segments overlap");
+  sortDisjoint(segs, "segments overlap");
   // (begin, n, g, sent or None, buf or None, p or None, mu, keep, wd): the local pass on send.
   std::vector<LocalSegment>& ls = passes.local;
   for (nb::handle h : local) {
     nb::tuple t = nb::cast<nb::tuple>(h);
     if (t.size() != 9) invalid("local segment: expected (begin, n, g, sent, buf, p, mu, keep, wd)");
     LocalSegment sg;
-    sg.begin = nb::cast<size_t>(t[0]);
-    sg.n = nb::cast<size_t>(t[1]);
-    if (sg.begin > send.size() || sg.n > send.size() - sg.begin) invalid("local segment: outside the input");
+    parseSegment(t, 5, send.size(), "local segment", "the input", sg);
     Array g = nb::cast<Array>(t[2]);
     sg.g = f32Data(g, sg.n, "g");
     if (t[3].is_none() != t[4].is_none()) invalid("local segment: sent and buf go together");
@@ -584,28 +587,16 @@ void allreduceCorrected(Comm& self, Array send, Array recv, int op, uint64_t id,
       sg.sent = f32Data(sent, sg.n, "sent");
       sg.buf = f32Data(buf, sg.n, "buf");
     }
-    sg.mu = nb::cast<float>(t[6]);
-    sg.keep = nb::cast<float>(t[7]);
-    sg.wd = nb::cast<float>(t[8]);
-    if (!t[5].is_none()) {
-      Array p = nb::cast<Array>(t[5]);
-      sg.p = f32Data(p, sg.n, "p");
-    } else if (sg.wd != 0.0f) {
-      invalid("local segment: weight decay without the parameter");
-    }
-    if (sg.wd == 0.0f) sg.p = nullptr;
     ls.push_back(sg);
   }
-  std::sort(ls.begin(), ls.end(), [](const LocalSegment& a, const LocalSegment& b) { return a.begin < b.begin; });
-  for (size_t i = 1; i < ls.size(); ++i)
-    if (ls[i].begin < ls[i - 1].begin + ls[i - 1].n) invalid("local segments overlap");
+  sortDisjoint(ls, "local segments overlap");
   if (!ls.empty() && send.data() == recv.data()) invalid("the local pass needs the input apart from the output");
   if (ls.empty() && segs.empty()) invalid("neither segments nor local segments");
   const qcclTensorOpts_t t = tensorOpts(id, codec, bits, algo);
   self.run("qcclAllreduceFused", [&](qcclComm_t c) {
     return qcclAllreduceFused(static_cast<float*>(send.data()), static_cast<float*>(recv.data()), send.size(),
                               static_cast<qcclRedOp_t>(op), &t, ls.empty() ? nullptr : &localPrologue,
-                              segs.empty() ? nullptr : &fusedEpilogue, &passes, c);
+                              segs.empty() ? nullptr : &correctEpilogue, &passes, c);
   });
 }
 
