@@ -55,7 +55,20 @@ struct BucketCtx {
   uint64_t rngOffset = 0;
   const math::Dyn8Tables* dyn8 = nullptr;
   float* scratch = nullptr;  ///< room for one bucket of v (encode only); stays in L1 for small buckets
+  /// The encode call's input and residual do not fit in the L2 cache (kStreamEncodeElems): a
+  /// kernel may then stage v = in + res in `scratch` in one sequential pass, which streams from
+  /// memory faster than its own access pattern does (AVX2 sign encodes).
+  bool streaming = false;
 };
+
+/// Encode calls of at least this many elements set BucketCtx::streaming: their input and residual
+/// (8 bytes per element) exceed a 512 KiB L2 cache.
+constexpr size_t kStreamEncodeElems = 65536;
+
+/// A plain decode (no add, no first term, no epilogue) of a 1-bit codec of at least this many
+/// elements (1 MiB of output, twice the L2 cache) writes its output with non-temporal stores:
+/// nothing of it would stay in cache, and the stores then skip reading each output line first.
+constexpr size_t kStreamDecodeElems = 262144;
 
 /// Encodes one bucket of m elements (1 <= m <= kMaxBucket) into `block` (bucketBlockBytes bytes,
 /// any alignment). `base` is the index of the bucket's first element within the encode call.

@@ -50,30 +50,56 @@ QCCL_TARGET_AVX2 inline __m256 addOut(__m256 d, const float* out, bool add) {
 // the walk differs. Keeping the sums in registers instead of a load-add-store per vector made the
 // encode 4-10% faster on data in cache; on 64 MiB it is bound by memory either way (bench/RESULTS.md,
 // "AVX2: the sign encodes' sums in registers").
+// foldSlots (cpu_kernels.hpp) in registers, with the same additions in the same order. Left to the
+// compiler, the scalar fold became ~50 lane permutes per call, which cost about as much as encoding
+// the 512-element bucket itself on a Zen 1 core (bench/RESULTS.md, "The sign encodes' per-bucket
+// cost"). hadd pairs neighbours: two rounds give s[l] = (acc[4l] + acc[4l+1]) + (acc[4l+2] +
+// acc[4l+3]) in the lane order [s0 s2 s4 s6 | s1 s3 s5 s7] of each group of eight, and the halving
+// fold adds groups lane by lane, which keeps that order. (IEEE addition is commutative, so b + a is
+// a + b bit for bit; only a NaN's payload could differ, and a NaN statistic is re-encoded by the
+// scalar path anyway.)
+QCCL_TARGET_AVX2 inline float foldSlotsAvx2(const float* acc) {
+  __m256 v[4];
+  for (int g = 0; g < 4; ++g) {
+    const float* p = acc + 32 * g;
+    const __m256 ab = _mm256_hadd_ps(_mm256_load_ps(p), _mm256_load_ps(p + 8));
+    const __m256 cd = _mm256_hadd_ps(_mm256_load_ps(p + 16), _mm256_load_ps(p + 24));
+    v[g] = _mm256_hadd_ps(ab, cd);  // s[8g..8g+7] as [s0 s2 s4 s6 | s1 s3 s5 s7]
+  }
+  const __m256 h16a = _mm256_add_ps(v[0], v[2]), h16b = _mm256_add_ps(v[1], v[3]);      // s[l] + s[l + 16]
+  const __m256 h8 = _mm256_add_ps(h16a, h16b);                                          // s[l] + s[l + 8]
+  const __m256 h4 = _mm256_add_ps(h8, _mm256_permute_ps(h8, _MM_SHUFFLE(3, 2, 3, 2)));  // s[l] + s[l + 4]
+  alignas(32) float t[8];
+  _mm256_store_ps(t, h4);  // s0 = t[0], s2 = t[1], s1 = t[4], s3 = t[5]
+  return (t[0] + t[1]) + (t[4] + t[5]);
+}
+
 template <bool kRes, bool kOneBit>
 QCCL_TARGET_AVX2 bool encodeSignT(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
                                   uint8_t* block) {
   const CodecId c = kOneBit ? CodecId::kOneBit : CodecId::kSignScale;
-  alignas(32) float a[math::kReduceSlots] = {}, b[math::kReduceSlots] = {};
+  // The first block starts the sums from zero in registers, so only slots no element reaches (m <
+  // 128) need zeros in memory.
+  alignas(32) float a[math::kReduceSlots], b[math::kReduceSlots];
   const uint32_t meta = kOneBit ? 8 : 4;
   const __m256 zero = _mm256_setzero_ps();
   uint32_t cnt = 0;
-  int bad = 0;
   constexpr uint32_t kBlock = 4 * math::kReduceSlots;
   for (uint32_t blk = 0; blk < m; blk += kBlock) {
     const uint32_t end = m - blk < kBlock ? m : blk + kBlock;
     for (uint32_t j = 0; j < (uint32_t)math::kReduceSlots && blk + j < end; j += 32) {
-      __m256 a0 = _mm256_load_ps(a + j), a1 = _mm256_load_ps(a + j + 8), a2 = _mm256_load_ps(a + j + 16),
-             a3 = _mm256_load_ps(a + j + 24);
-      __m256 b0 = zero, b1 = zero, b2 = zero, b3 = zero;
-      if (kOneBit) {
+      __m256 a0 = zero, a1 = zero, a2 = zero, a3 = zero, b0 = zero, b1 = zero, b2 = zero, b3 = zero;
+      if (blk > 0) {
+        a0 = _mm256_load_ps(a + j), a1 = _mm256_load_ps(a + j + 8), a2 = _mm256_load_ps(a + j + 16),
+        a3 = _mm256_load_ps(a + j + 24);
+      }
+      if (kOneBit && blk > 0) {
         b0 = _mm256_load_ps(b + j), b1 = _mm256_load_ps(b + j + 8), b2 = _mm256_load_ps(b + j + 16),
         b3 = _mm256_load_ps(b + j + 24);
       }
       for (uint32_t i = blk + j; i < end; i += math::kReduceSlots) {
         const __m256 x0 = stageV<kRes>(in, res, i), x1 = stageV<kRes>(in, res, i + 8),
                      x2 = stageV<kRes>(in, res, i + 16), x3 = stageV<kRes>(in, res, i + 24);
-        bad |= notFinite(x0) | notFinite(x1) | notFinite(x2) | notFinite(x3);
         const __m256 g0 = _mm256_cmp_ps(x0, zero, _CMP_GE_OQ), g1 = _mm256_cmp_ps(x1, zero, _CMP_GE_OQ),
                      g2 = _mm256_cmp_ps(x2, zero, _CMP_GE_OQ), g3 = _mm256_cmp_ps(x3, zero, _CMP_GE_OQ);
         const uint32_t word = (uint32_t)_mm256_movemask_ps(g0) | (uint32_t)_mm256_movemask_ps(g1) << 8 |
@@ -108,21 +134,21 @@ QCCL_TARGET_AVX2 bool encodeSignT(const BucketCtx& ctx, const float* in, float* 
       }
     }
   }
-  if (bad) return scalarEncode(c, ctx, in, res, m, base, block);
+  for (uint32_t j = m; j < (uint32_t)math::kReduceSlots; ++j) a[j] = b[j] = 0.0f;
   float hi, lo;
   if (kOneBit) {
-    hi = cnt ? foldSlots(a) / (float)cnt : 0.0f;
-    lo = cnt < m ? foldSlots(b) / (float)(m - cnt) : 0.0f;
+    hi = cnt ? foldSlotsAvx2(a) / (float)cnt : 0.0f;
+    lo = cnt < m ? foldSlotsAvx2(b) / (float)(m - cnt) : 0.0f;
   } else {
-    hi = foldSlots(a) / (float)m;
+    hi = foldSlotsAvx2(a) / (float)m;
     lo = -hi;
   }
   if (!math::isFinite(hi) || !math::isFinite(lo)) return scalarEncode(c, ctx, in, res, m, base, block);
   storeF32(block, hi);
   if (kOneBit) storeF32(block + 4, lo);
   if (kRes) {
-    // v = in + res again from the bucket, which is still in cache: staging it in a scratch buffer
-    // lets those stores alias the loads of in and res modulo 4 KiB (see kernels_avx512.cc).
+    // v = in + res again from the bucket, which is still in cache: for data in cache that beats
+    // staging v in a scratch buffer (encodeSign stages it when the call streams from memory).
     const __m256 h = _mm256_set1_ps(hi), l = _mm256_set1_ps(lo);
     for (uint32_t i = 0; i < m; i += 8) {
       __m256 x = stageV<true>(in, res, i);
@@ -136,9 +162,26 @@ QCCL_TARGET_AVX2 bool encodeSignT(const BucketCtx& ctx, const float* in, float* 
 template <bool kOneBit>
 QCCL_TARGET_AVX2 bool encodeSign(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
                                  uint8_t* block) {
-  if (m % 32) return scalarEncode(kOneBit ? CodecId::kOneBit : CodecId::kSignScale, ctx, in, res, m, base, block);
-  return res ? encodeSignT<true, kOneBit>(ctx, in, res, m, base, block)
-             : encodeSignT<false, kOneBit>(ctx, in, res, m, base, block);
+  const CodecId c = kOneBit ? CodecId::kOneBit : CodecId::kSignScale;
+  if (m % 32) return scalarEncode(c, ctx, in, res, m, base, block);
+  if (res == nullptr) return encodeSignT<false, kOneBit>(ctx, in, res, m, base, block);
+  if (!ctx.streaming || ctx.scratch == nullptr) return encodeSignT<true, kOneBit>(ctx, in, res, m, base, block);
+  // From memory: v = in + res in one sequential pass into scratch (L1), then the sums and the bits
+  // from v, then the residual from v. The column walk below strides 512 bytes down a block, and
+  // fed from memory it ran at 2.5 GB/s of input on a Zen 1 core where this runs at 3.2 (in cache
+  // the extra pass costs more than it saves, hence ctx.streaming). res is left as it was until the
+  // statistics are known finite, so the scalar fallback sees the caller's residual.
+  float* v = ctx.scratch;
+  for (uint32_t i = 0; i < m; i += 8) _mm256_storeu_ps(v + i, stageV<true>(in, res, i));
+  if (encodeSignT<false, kOneBit>(ctx, v, nullptr, m, base, block))
+    return scalarEncode(c, ctx, in, res, m, base, block);
+  const float hi = loadF32(block), lo = kOneBit ? loadF32(block + 4) : -hi;
+  const __m256 h = _mm256_set1_ps(hi), l = _mm256_set1_ps(lo), zero = _mm256_setzero_ps();
+  for (uint32_t i = 0; i < m; i += 8) {
+    const __m256 x = _mm256_loadu_ps(v + i);
+    _mm256_storeu_ps(res + i, _mm256_sub_ps(x, _mm256_blendv_ps(l, h, _mm256_cmp_ps(x, zero, _CMP_GE_OQ))));
+  }
+  return false;
 }
 
 template <bool kOneBit>

@@ -2,6 +2,7 @@
 // residuals and decoded values, for every codec, on random data salted with edge cases.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -163,6 +164,41 @@ TEST_P(IsaEquivalence, RandomPayloadDecodesMatchScalar) {
       EXPECT_TRUE(sameBits(refA, a, &where)) << where;
     }
   }
+}
+
+// Calls long enough to stream from memory take other paths: the AVX2 sign encodes stage v in a
+// scratch buffer (BucketCtx::streaming), and a plain decode writes with non-temporal stores
+// (kStreamDecodeElems). Both must give the in-cache paths' bits, non-finite buckets included.
+TEST_P(IsaEquivalence, LongCallsStreamTheSameBits) {
+  const CodecConfig cfg = GetParam();
+  static_assert(cpu::kStreamDecodeElems >= cpu::kStreamEncodeElems, "one size covers both");
+  const size_t n = cpu::kStreamDecodeElems + 4037;
+  std::vector<float> g = edgeData(n, 99), r = gaussian(n, 5, 0.05f), acc = gaussian(n, 6);
+  const IsaRun ref = runWith(cpu::scalarKernels(), cfg, g, &r, acc, 11);
+  std::vector<const cpu::Kernels*> all = vectorIsas();
+  for (const cpu::Kernels* k : all) {
+    SCOPED_TRACE(std::string(k->isa) + " encode");
+    expectSame(ref, runWith(*k, cfg, g, &r, acc, 11));
+  }
+  all.push_back(&cpu::scalarKernels());
+  const WireInfo info = parseWire(ref.wire.data(), ref.wire.size());
+  DecodeEpilogue keep;  // changes nothing, but keeps the decode on its in-cache path
+  keep.fn = [](const void*, float*, size_t) {};
+  for (const cpu::Kernels* k : all)
+    for (float scale : {1.0f, 0.25f}) {
+      SCOPED_TRACE(std::string(k->isa) + " decode, scale " + std::to_string(scale));
+      std::vector<float> cached(n), streamed(n + 4), shifted(n);
+      cpu::decodeParsedWith(*k, info, ref.wire.data(), cached.data(), n, false, scale, &keep);
+      cpu::decodeParsedWith(*k, info, ref.wire.data(), streamed.data(), n, false, scale);
+      // 4 bytes off 16-byte alignment: the ordinary stores again
+      cpu::decodeParsedWith(*k, info, ref.wire.data(), streamed.data() + 1, n, false, scale);
+      std::copy(streamed.begin() + 1, streamed.begin() + 1 + n, shifted.begin());
+      cpu::decodeParsedWith(*k, info, ref.wire.data(), streamed.data(), n, false, scale);
+      streamed.resize(n);
+      std::string where;
+      EXPECT_TRUE(sameBits(cached, streamed, &where)) << where;
+      EXPECT_TRUE(sameBits(cached, shifted, &where)) << where;
+    }
 }
 
 // decodeSumParsed (the executor's kSum receive) is, bit for bit, the decodes added one after the
