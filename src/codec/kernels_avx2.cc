@@ -48,12 +48,14 @@ QCCL_TARGET_AVX2 inline __m256 addOut(__m256 d, const float* out, bool add) {
 // j..j+31) accumulates down the rows of a 512-element block in 8 registers, then goes back to
 // memory. Each slot still adds its elements in increasing index, as in the canonical order; only
 // the walk differs. Keeping the sums in registers instead of a load-add-store per vector made the
-// encode 4-10% faster on data in cache; on 64 MiB it is bound by memory either way (bench/RESULTS.md,
-// "AVX2: the sign encodes' sums in registers").
+// encode 4-10% faster on data in cache (bench/RESULTS.md, "AVX2: the sign encodes' sums in
+// registers"). Fed from memory the walk does not overlap its loads with its work; encodeSign then
+// stages v first ("The sign encodes from memory").
+//
 // foldSlots (cpu_kernels.hpp) in registers, with the same additions in the same order. Left to the
 // compiler, the scalar fold became ~50 lane permutes per call, which cost about as much as encoding
-// the 512-element bucket itself on a Zen 1 core (bench/RESULTS.md, "The sign encodes' per-bucket
-// cost"). hadd pairs neighbours: two rounds give s[l] = (acc[4l] + acc[4l+1]) + (acc[4l+2] +
+// the 512-element bucket itself on a Zen 1 core (bench/RESULTS.md, "The sign encodes from
+// memory"). hadd pairs neighbours: two rounds give s[l] = (acc[4l] + acc[4l+1]) + (acc[4l+2] +
 // acc[4l+3]) in the lane order [s0 s2 s4 s6 | s1 s3 s5 s7] of each group of eight, and the halving
 // fold adds groups lane by lane, which keeps that order. (IEEE addition is commutative, so b + a is
 // a + b bit for bit; only a NaN's payload could differ, and a NaN statistic is re-encoded by the
