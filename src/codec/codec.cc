@@ -205,10 +205,25 @@ void decodeSources(const Kernels& k, const WireInfo* infos, const void* const* i
     return;
   }
 #endif
+  // Bucket b of every source, summed into out + base: with the kernel's multi-source decode where
+  // it has one (kMaxSumSources at a time), else one decode per source; the same sums either way.
+  BucketDecodeSumFn sumFn = sources > 1 ? k.bucketDecodeSum[static_cast<int>(cfg.codec)] : nullptr;
+  const uint8_t* blocks[kMaxSumSources];
+  const auto decodeBucket = [&](size_t base, size_t b, uint32_t m, bool addFirst) {
+    if (sumFn == nullptr) {
+      for (size_t j = 0; j < sources; ++j) fn(ctx, payload(j) + b * fullBlock, m, out + base, addFirst || j > 0);
+      return;
+    }
+    for (size_t j0 = 0; j0 < sources; j0 += kMaxSumSources) {
+      const uint32_t kk = static_cast<uint32_t>(sources - j0 < kMaxSumSources ? sources - j0 : kMaxSumSources);
+      for (uint32_t j = 0; j < kk; ++j) blocks[j] = payload(j0 + j) + b * fullBlock;
+      sumFn(ctx, blocks, kk, m, out + base, addFirst || j0 > 0);
+    }
+  };
   if (init == nullptr || init == out) {
     for (size_t base = 0, b = 0; base < n; base += cfg.bucket, ++b) {
       const uint32_t m = static_cast<uint32_t>(n - base < cfg.bucket ? n - base : cfg.bucket);
-      for (size_t j = 0; j < sources; ++j) fn(ctx, payload(j) + b * fullBlock, m, out + base, add || init || j > 0);
+      decodeBucket(base, b, m, add || init != nullptr);
       finish(out + base, m);
     }
     return;
@@ -219,11 +234,10 @@ void decodeSources(const Kernels& k, const WireInfo* infos, const void* const* i
   for (size_t p0 = 0; p0 < n; p0 += piece) {
     const size_t pn = n - p0 < piece ? n - p0 : piece;
     std::memcpy(out + p0, init + p0, pn * sizeof(float));
-    for (size_t j = 0; j < sources; ++j)
-      for (size_t base = p0, b = p0 / cfg.bucket; base < p0 + pn; base += cfg.bucket, ++b) {
-        const uint32_t m = static_cast<uint32_t>(n - base < cfg.bucket ? n - base : cfg.bucket);
-        fn(ctx, payload(j) + b * fullBlock, m, out + base, true);
-      }
+    for (size_t base = p0, b = p0 / cfg.bucket; base < p0 + pn; base += cfg.bucket, ++b) {
+      const uint32_t m = static_cast<uint32_t>(n - base < cfg.bucket ? n - base : cfg.bucket);
+      decodeBucket(base, b, m, true);
+    }
     finish(out + p0, pn);
   }
 }

@@ -79,6 +79,13 @@ using BucketEncodeFn = bool (*)(const BucketCtx& ctx, const float* in, float* re
 /// Decodes one bucket: out[i] = decoded (add == false) or out[i] = out[i] + decoded (add == true).
 using BucketDecodeFn = void (*)(const BucketCtx& ctx, const uint8_t* block, uint32_t m, float* out, bool add);
 
+/// Decodes the same bucket of k sources (1 <= k <= kMaxSumSources) and sums them: out[i] =
+/// ((out[i] + d0[i]) + d1[i]) + ... (add == true) or (d0[i] + d1[i]) + ... (add == false), bit for
+/// bit k BucketDecodeFn calls in source order, with the running sum kept in registers.
+constexpr uint32_t kMaxSumSources = 8;
+using BucketDecodeSumFn = void (*)(const BucketCtx& ctx, const uint8_t* const* blocks, uint32_t k, uint32_t m,
+                                   float* out, bool add);
+
 /// Encodes a whole cast buffer (fp32/fp16/bf16). Returns true when any value was or became non-finite.
 using CastEncodeFn = bool (*)(const float* in, float* residual, size_t n, uint8_t* payload);
 using CastDecodeFn = void (*)(const uint8_t* payload, size_t n, float* out, bool add);
@@ -90,6 +97,7 @@ struct Kernels {
   CastDecodeFn castDecode[3];
   BucketEncodeFn bucketEncode[kNumCodecs];  // entries for the bucket codecs only
   BucketDecodeFn bucketDecode[kNumCodecs];
+  BucketDecodeSumFn bucketDecodeSum[kNumCodecs];  ///< optional (null: one bucketDecode per source)
 };
 
 const Kernels& scalarKernels();

@@ -200,6 +200,35 @@ QCCL_TARGET_AVX2 void decodeSign(const BucketCtx& ctx, const uint8_t* block, uin
   }
 }
 
+// The sum of k sources' decodes of one bucket (BucketDecodeSumFn): the running sum stays in a
+// register across the sources, so out is loaded and stored once per vector instead of once per
+// source. The additions and their order are decodeSign's, source after source.
+template <bool kOneBit>
+QCCL_TARGET_AVX2 void decodeSignSum(const BucketCtx& ctx, const uint8_t* const* blocks, uint32_t k, uint32_t m,
+                                    float* out, bool add) {
+  if (m % 32 || k > kMaxSumSources) {
+    for (uint32_t j = 0; j < k; ++j) decodeSign<kOneBit>(ctx, blocks[j], m, out, add || j > 0);
+    return;
+  }
+  const uint32_t meta = kOneBit ? 8 : 4;
+  __m256 h[kMaxSumSources], l[kMaxSumSources];
+  for (uint32_t j = 0; j < k; ++j) {
+    const float hi = loadF32(blocks[j]), lo = kOneBit ? loadF32(blocks[j] + 4) : -hi;
+    h[j] = _mm256_set1_ps(hi);
+    l[j] = _mm256_set1_ps(lo);
+  }
+  const __m256i lanes = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  for (uint32_t i = 0; i < m; i += 8) {
+    __m256 acc = _mm256_setzero_ps();
+    for (uint32_t j = 0; j < k; ++j) {
+      const __m256i bits = _mm256_and_si256(_mm256_set1_epi32(blocks[j][meta + i / 8]), lanes);
+      const __m256 d = _mm256_blendv_ps(l[j], h[j], _mm256_castsi256_ps(_mm256_cmpeq_epi32(bits, lanes)));
+      acc = j == 0 ? (add ? _mm256_add_ps(_mm256_loadu_ps(out + i), d) : d) : _mm256_add_ps(acc, d);
+    }
+    _mm256_storeu_ps(out + i, acc);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // maxmin (round to nearest)
 // ---------------------------------------------------------------------------------------------
@@ -536,6 +565,8 @@ const Kernels* avx2Kernels() {
     r.bucketDecode[(int)CodecId::kOneBit] = decodeSign<true>;
     r.bucketEncode[(int)CodecId::kSignScale] = encodeSign<false>;
     r.bucketDecode[(int)CodecId::kSignScale] = decodeSign<false>;
+    r.bucketDecodeSum[(int)CodecId::kOneBit] = decodeSignSum<true>;
+    r.bucketDecodeSum[(int)CodecId::kSignScale] = decodeSignSum<false>;
     r.bucketEncode[(int)CodecId::kMaxMin] = encodeMaxMin;
     r.bucketDecode[(int)CodecId::kMaxMin] = decodeMaxMin;
     r.bucketEncode[(int)CodecId::kDyn8] = encodeDyn8;

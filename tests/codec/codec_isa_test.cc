@@ -208,7 +208,7 @@ TEST_P(IsaEquivalence, DecodeSumIsTheDecodesAddedInOrder) {
   std::vector<const cpu::Kernels*> all = vectorIsas();
   all.insert(all.begin(), &cpu::scalarKernels());
   for (size_t n : {1ul, 33ul, 512ul, 1000ul, 4037ul, 9001ul}) {
-    for (size_t sources : {1ul, 2ul, 3ul, 5ul}) {
+    for (size_t sources : {1ul, 2ul, 3ul, 5ul, 9ul}) {  // 9: two groups of kMaxSumSources
       std::vector<std::vector<uint8_t>> wires;
       std::vector<WireInfo> infos;
       std::vector<const void*> ptrs;
