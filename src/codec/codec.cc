@@ -190,9 +190,7 @@ void decodeSources(const Kernels& k, const WireInfo* infos, const void* const* i
   const bool sign = cfg.codec == CodecId::kOneBit || cfg.codec == CodecId::kSignScale;
   if (sign && sources == 1 && !add && init == nullptr && (epi == nullptr || epi->fn == nullptr) &&
       n >= kStreamDecodeElems && reinterpret_cast<uintptr_t>(out) % 16 == 0) {
-    thread_local std::vector<float> tmp;
-    if (tmp.size() < cfg.bucket) tmp.resize(cfg.bucket);
-    float* t = tmp.data();  // operator new's alignment (16 bytes on x86-64) suits _mm_load_ps
+    float* t = ctx.scratch;  // one bucket; operator new's 16-byte alignment suits _mm_load_ps
     for (size_t base = 0, b = 0; base < n; base += cfg.bucket, ++b) {
       const uint32_t m = static_cast<uint32_t>(n - base < cfg.bucket ? n - base : cfg.bucket);
       fn(ctx, payload(0) + b * fullBlock, m, t, false);

@@ -54,7 +54,7 @@ struct BucketCtx {
   uint64_t seed = 0;
   uint64_t rngOffset = 0;
   const math::Dyn8Tables* dyn8 = nullptr;
-  float* scratch = nullptr;  ///< room for one bucket of v (encode only); stays in L1 for small buckets
+  float* scratch = nullptr;  ///< room for one bucket (v in an encode, a streamed decode's bucket); L1-sized
   /// The encode call's input and residual do not fit in the L2 cache (kStreamEncodeElems): a
   /// kernel may then stage v = in + res in `scratch` in one sequential pass, which streams from
   /// memory faster than its own access pattern does (AVX2 sign encodes).

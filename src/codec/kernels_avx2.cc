@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "codec/cpu_kernels.hpp"
+#include "qccl/error.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
@@ -74,6 +75,16 @@ QCCL_TARGET_AVX2 inline float foldSlotsAvx2(const float* acc) {
   alignas(32) float t[8];
   _mm256_store_ps(t, h4);  // s0 = t[0], s2 = t[1], s1 = t[4], s3 = t[5]
   return (t[0] + t[1]) + (t[4] + t[5]);
+}
+
+// res = v - decoded(v) for a finite bucket, with v = in + r (kRes) or v = in.
+template <bool kRes>
+QCCL_TARGET_AVX2 inline void signResidual(const float* in, const float* r, float* res, uint32_t m, float hi, float lo) {
+  const __m256 h = _mm256_set1_ps(hi), l = _mm256_set1_ps(lo), zero = _mm256_setzero_ps();
+  for (uint32_t i = 0; i < m; i += 8) {
+    const __m256 x = stageV<kRes>(in, r, i);
+    _mm256_storeu_ps(res + i, _mm256_sub_ps(x, _mm256_blendv_ps(l, h, _mm256_cmp_ps(x, zero, _CMP_GE_OQ))));
+  }
 }
 
 template <bool kRes, bool kOneBit>
@@ -148,16 +159,9 @@ QCCL_TARGET_AVX2 bool encodeSignT(const BucketCtx& ctx, const float* in, float* 
   if (!math::isFinite(hi) || !math::isFinite(lo)) return scalarEncode(c, ctx, in, res, m, base, block);
   storeF32(block, hi);
   if (kOneBit) storeF32(block + 4, lo);
-  if (kRes) {
-    // v = in + res again from the bucket, which is still in cache: for data in cache that beats
-    // staging v in a scratch buffer (encodeSign stages it when the call streams from memory).
-    const __m256 h = _mm256_set1_ps(hi), l = _mm256_set1_ps(lo);
-    for (uint32_t i = 0; i < m; i += 8) {
-      __m256 x = stageV<true>(in, res, i);
-      __m256 d = _mm256_blendv_ps(l, h, _mm256_cmp_ps(x, zero, _CMP_GE_OQ));
-      _mm256_storeu_ps(res + i, _mm256_sub_ps(x, d));
-    }
-  }
+  // v = in + res again from the bucket, which is still in cache: for data in cache that beats
+  // staging v in a scratch buffer (encodeSign stages it when the call streams from memory).
+  if (kRes) signResidual<true>(in, res, res, m, hi, lo);
   return false;
 }
 
@@ -177,12 +181,8 @@ QCCL_TARGET_AVX2 bool encodeSign(const BucketCtx& ctx, const float* in, float* r
   for (uint32_t i = 0; i < m; i += 8) _mm256_storeu_ps(v + i, stageV<true>(in, res, i));
   if (encodeSignT<false, kOneBit>(ctx, v, nullptr, m, base, block))
     return scalarEncode(c, ctx, in, res, m, base, block);
-  const float hi = loadF32(block), lo = kOneBit ? loadF32(block + 4) : -hi;
-  const __m256 h = _mm256_set1_ps(hi), l = _mm256_set1_ps(lo), zero = _mm256_setzero_ps();
-  for (uint32_t i = 0; i < m; i += 8) {
-    const __m256 x = _mm256_loadu_ps(v + i);
-    _mm256_storeu_ps(res + i, _mm256_sub_ps(x, _mm256_blendv_ps(l, h, _mm256_cmp_ps(x, zero, _CMP_GE_OQ))));
-  }
+  const float hi = loadF32(block);
+  signResidual<false>(v, nullptr, res, m, hi, kOneBit ? loadF32(block + 4) : -hi);
   return false;
 }
 
@@ -372,14 +372,13 @@ QCCL_TARGET_AVX2 void decodeMaxMin(const BucketCtx& ctx, const uint8_t* block, u
 // took 7 gathers per 8 elements: 0.37 GB/s on a Zen 1 core, where gathers are microcoded). Here a's
 // float bits select a bin (its exponent and 7 mantissa bits: 0.8% wide); bins below 2^-22, where
 // no threshold lies (the smallest is 5e-7), share bin 0. Each bin stores the code of its smallest
-// value, and no bin holds more than one threshold (checked when the table is built; otherwise the
-// binary search stays), so code = base + (a > threshold[base]): two gathers per 8 elements.
+// value, and no bin holds more than one threshold (checked when the table is built), so code =
+// base + (a > threshold[base]): two gathers per 8 elements.
 constexpr int32_t kDyn8BinLo = 105 << 7;                            // a's bits >> 16 for 2^-22
 constexpr int32_t kDyn8Bins = (0x3f800000 >> 16) - kDyn8BinLo + 1;  // up to a = 1.0
 struct Dyn8Bins {
   alignas(32) float threshold[128];  // threshold[127] = +Inf: a > it never holds
   alignas(32) int32_t base[kDyn8Bins];
-  bool ok = true;  // every bin holds at most one threshold
 };
 
 const Dyn8Bins& dyn8Bins() {
@@ -393,7 +392,8 @@ const Dyn8Bins& dyn8Bins() {
       const uint32_t first = k == 0 ? 0u : static_cast<uint32_t>(k + kDyn8BinLo) << 16;
       const uint32_t last = (static_cast<uint32_t>(k + kDyn8BinLo + 1) << 16) - 1u;
       b.base[k] = static_cast<int32_t>(math::dyn8Code(math::bitsFloat(first), t.threshold));
-      if (math::dyn8Code(math::bitsFloat(last), t.threshold) > static_cast<uint32_t>(b.base[k]) + 1u) b.ok = false;
+      QCCL_CHECK(math::dyn8Code(math::bitsFloat(last), t.threshold) <= static_cast<uint32_t>(b.base[k]) + 1u,
+                 ErrorCode::kInternalError, "dyn8: a bin of the AVX2 code table holds two thresholds");
     }
     return b;
   }();
@@ -403,21 +403,11 @@ const Dyn8Bins& dyn8Bins() {
 // a = |x| / absmax in [0, 1] (x finite, absmax > 0 and >= |x|).
 QCCL_TARGET_AVX2 inline __m256i dyn8Codes(__m256 x, __m256 absmax, const Dyn8Bins& bins) {
   const __m256 a = _mm256_div_ps(absV(x), absmax);
-  __m256i lo;
-  if (bins.ok) {
-    __m256i k = _mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(a), 16), _mm256_set1_epi32(kDyn8BinLo));
-    k = _mm256_min_epi32(_mm256_max_epi32(k, _mm256_setzero_si256()), _mm256_set1_epi32(kDyn8Bins - 1));
-    const __m256i base = _mm256_i32gather_epi32(bins.base, k, 4);
-    const __m256 t = _mm256_i32gather_ps(bins.threshold, base, 4);
-    lo = _mm256_sub_epi32(base, _mm256_castps_si256(_mm256_cmp_ps(a, t, _CMP_GT_OQ)));  // true is -1
-  } else {
-    lo = _mm256_setzero_si256();
-    for (int s = 64; s >= 1; s >>= 1) {
-      __m256 t = _mm256_i32gather_ps(bins.threshold, _mm256_add_epi32(lo, _mm256_set1_epi32(s - 1)), 4);
-      __m256i up = _mm256_castps_si256(_mm256_cmp_ps(a, t, _CMP_GT_OQ));
-      lo = _mm256_add_epi32(lo, _mm256_and_si256(up, _mm256_set1_epi32(s)));
-    }
-  }
+  __m256i k = _mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(a), 16), _mm256_set1_epi32(kDyn8BinLo));
+  k = _mm256_min_epi32(_mm256_max_epi32(k, _mm256_setzero_si256()), _mm256_set1_epi32(kDyn8Bins - 1));
+  const __m256i base = _mm256_i32gather_epi32(bins.base, k, 4);
+  const __m256 t = _mm256_i32gather_ps(bins.threshold, base, 4);
+  const __m256i lo = _mm256_sub_epi32(base, _mm256_castps_si256(_mm256_cmp_ps(a, t, _CMP_GT_OQ)));  // true: -1
   __m256i neg = _mm256_andnot_si256(_mm256_cmpeq_epi32(lo, _mm256_setzero_si256()),
                                     _mm256_castps_si256(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ)));
   return _mm256_or_si256(lo, _mm256_and_si256(neg, _mm256_set1_epi32(0x80)));
