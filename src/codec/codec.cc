@@ -323,6 +323,7 @@ size_t encodeWith(const Kernels& k, const CodecConfig& cfg, const float* in, flo
   } else if (n > 0) {
     BucketCtx ctx = makeCtx(r, params.rngOffset);
     ctx.streaming = n >= kStreamEncodeElems;
+    ctx.prefetch = n >= kPrefetchEncodeElems;
     BucketEncodeFn fn = k.bucketEncode[static_cast<int>(r.codec)];
     uint8_t* p = payload;
     for (size_t base = 0; base < n; base += r.bucket) {

@@ -59,11 +59,22 @@ struct BucketCtx {
   /// kernel may then stage v = in + res in `scratch` in one sequential pass, which streams from
   /// memory faster than its own access pattern does (AVX2 sign encodes).
   bool streaming = false;
+  /// The call's input and residual fill a last-level cache of 8 MiB or more (kPrefetchEncodeElems):
+  /// a kernel that streams may then request the next bucket's input and residual while it works on
+  /// this one (AVX2 sign encodes). Below that the data is often still cached from whatever wrote
+  /// it, and the prefetches only cost instructions.
+  bool prefetch = false;
 };
 
 /// Encode calls of at least this many elements set BucketCtx::streaming: their input and residual
 /// (8 bytes per element) exceed a 512 KiB L2 cache.
 constexpr size_t kStreamEncodeElems = 65536;
+
+/// Encode calls of at least this many elements set BucketCtx::prefetch: 8 MiB of input and residual,
+/// the 1-bit codecs' whole pipeline chunk (options.hpp, chunkBytesFor). On the Zen 1 VM the AVX2
+/// onebit encode of a 1 MiB buffer that stays in its 8 MiB L3 ran at 0.92-0.94x the speed with the
+/// prefetches (bench/RESULTS.md, "The next bucket prefetched").
+constexpr size_t kPrefetchEncodeElems = size_t{1} << 20;
 
 /// A plain decode (no add, no first term, no epilogue) of a 1-bit codec of at least this many
 /// elements (1 MiB of output, twice the L2 cache) writes its output with non-temporal stores:

@@ -167,15 +167,26 @@ TEST_P(IsaEquivalence, RandomPayloadDecodesMatchScalar) {
 }
 
 // Calls long enough to stream from memory take other paths: the AVX2 sign encodes stage v in a
-// scratch buffer (BucketCtx::streaming), and a plain decode writes with non-temporal stores
-// (kStreamDecodeElems). Both must give the in-cache paths' bits, non-finite buckets included.
+// scratch buffer (BucketCtx::streaming) and, from kPrefetchEncodeElems, prefetch the next bucket
+// (BucketCtx::prefetch), and a plain decode writes with non-temporal stores (kStreamDecodeElems).
+// All must give the in-cache paths' bits, non-finite buckets included.
 TEST_P(IsaEquivalence, LongCallsStreamTheSameBits) {
   const CodecConfig cfg = GetParam();
   static_assert(cpu::kStreamDecodeElems >= cpu::kStreamEncodeElems, "one size covers both");
+  static_assert(cpu::kPrefetchEncodeElems > cpu::kStreamDecodeElems, "the second size prefetches");
+  std::vector<const cpu::Kernels*> all = vectorIsas();
+  {
+    const size_t n = cpu::kPrefetchEncodeElems + 4037;
+    std::vector<float> g = edgeData(n, 98), r = gaussian(n, 4, 0.05f), acc = gaussian(n, 7);
+    const IsaRun ref = runWith(cpu::scalarKernels(), cfg, g, &r, acc, 13);
+    for (const cpu::Kernels* k : all) {
+      SCOPED_TRACE(std::string(k->isa) + " encode with prefetches");
+      expectSame(ref, runWith(*k, cfg, g, &r, acc, 13));
+    }
+  }
   const size_t n = cpu::kStreamDecodeElems + 4037;
   std::vector<float> g = edgeData(n, 99), r = gaussian(n, 5, 0.05f), acc = gaussian(n, 6);
   const IsaRun ref = runWith(cpu::scalarKernels(), cfg, g, &r, acc, 11);
-  std::vector<const cpu::Kernels*> all = vectorIsas();
   for (const cpu::Kernels* k : all) {
     SCOPED_TRACE(std::string(k->isa) + " encode");
     expectSame(ref, runWith(*k, cfg, g, &r, acc, 11));

@@ -1,6 +1,7 @@
 // decodeSumParsed of SOURCES onebit encodings (1M elements each call, 25M in all), scale 1/4, with
 // EPILOGUE=1 a corrected pass (x = v - 0.9 * sent; sent = v) as the epilogue: ./prog SOURCES EPILOGUE.
-// Built against 2fce4e7's DecodeEpilogue (fn(ctx, values, n)).
+// Built against 2fce4e7's DecodeEpilogue (fn(ctx, values, n)); with -DDST_API against
+// streamed-sums.diff's (fn(ctx, values, dst, n)).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -50,7 +51,11 @@ int main(int argc, char** argv) {
         float* s;
         float* o;
       };
+#ifdef DST_API
+      e.fn = useEpi ? +[](const void* ctx, float* v, const float* dst, size_t m) { auto* cc = (const C*)ctx; epi(cc->s + (dst - cc->o), v, dst, m); } : nullptr;
+#else
       e.fn = useEpi ? +[](const void* ctx, float* v, size_t m) { auto* cc = (const C*)ctx; epi(cc->s + (v - cc->o), v, v, m); } : nullptr;
+#endif
       C cc{sent.data(), out.data()};
       e.ctx = &cc;
       decodeSumParsed(info.data(), p.data(), src, out.data() + off, n, 0.25f, nullptr, useEpi ? &e : nullptr);
