@@ -175,22 +175,20 @@ TEST_P(IsaEquivalence, LongCallsStreamTheSameBits) {
   static_assert(cpu::kStreamDecodeElems >= cpu::kStreamEncodeElems, "one size covers both");
   static_assert(cpu::kPrefetchEncodeElems > cpu::kStreamDecodeElems, "the second size prefetches");
   std::vector<const cpu::Kernels*> all = vectorIsas();
-  {
-    const size_t n = cpu::kPrefetchEncodeElems + 4037;
-    std::vector<float> g = edgeData(n, 98), r = gaussian(n, 4, 0.05f), acc = gaussian(n, 7);
-    const IsaRun ref = runWith(cpu::scalarKernels(), cfg, g, &r, acc, 13);
+  // Every vector ISA's encode of n elements against the scalar one; returns the scalar run.
+  const auto encodesAgree = [&](size_t n, uint32_t gSeed, uint32_t rSeed, uint32_t accSeed, uint64_t off,
+                                const char* what) {
+    std::vector<float> g = edgeData(n, gSeed), r = gaussian(n, rSeed, 0.05f), acc = gaussian(n, accSeed);
+    IsaRun ref = runWith(cpu::scalarKernels(), cfg, g, &r, acc, off);
     for (const cpu::Kernels* k : all) {
-      SCOPED_TRACE(std::string(k->isa) + " encode with prefetches");
-      expectSame(ref, runWith(*k, cfg, g, &r, acc, 13));
+      SCOPED_TRACE(std::string(k->isa) + what);
+      expectSame(ref, runWith(*k, cfg, g, &r, acc, off));
     }
-  }
+    return ref;
+  };
+  encodesAgree(cpu::kPrefetchEncodeElems + 4037, 98, 4, 7, 13, " encode with prefetches");
   const size_t n = cpu::kStreamDecodeElems + 4037;
-  std::vector<float> g = edgeData(n, 99), r = gaussian(n, 5, 0.05f), acc = gaussian(n, 6);
-  const IsaRun ref = runWith(cpu::scalarKernels(), cfg, g, &r, acc, 11);
-  for (const cpu::Kernels* k : all) {
-    SCOPED_TRACE(std::string(k->isa) + " encode");
-    expectSame(ref, runWith(*k, cfg, g, &r, acc, 11));
-  }
+  const IsaRun ref = encodesAgree(n, 99, 5, 6, 11, " encode");
   all.push_back(&cpu::scalarKernels());
   const WireInfo info = parseWire(ref.wire.data(), ref.wire.size());
   DecodeEpilogue keep;  // changes nothing, but keeps the decode on its in-cache path
