@@ -28,6 +28,10 @@ struct EncodeParams {
   uint32_t seq = 0;        ///< copied into the header
   uint64_t rngOffset = 0;  ///< stochastic rounding stream: element i of this call uses Philox
                            ///< counter {(i/4) lo, (i/4) hi, rngOffset lo, rngOffset hi}, word i%4
+  /// The contiguous range this call is one piece of, in elements (a schedule's chunk of a shard:
+  /// the shard's size); 0 = the call alone. The kernels judge by it whether the data comes from
+  /// memory (and prefetch ahead) or is likely still cached. It does not change the bytes.
+  uint64_t spanElems = 0;
 };
 
 /// Throws Error(kInvalidArgument) when the config is not valid.

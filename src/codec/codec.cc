@@ -322,8 +322,9 @@ size_t encodeWith(const Kernels& k, const CodecConfig& cfg, const float* in, flo
     nonFinite = k.castEncode[static_cast<int>(r.codec)](in, residual, n, payload);
   } else if (n > 0) {
     BucketCtx ctx = makeCtx(r, params.rngOffset);
-    ctx.streaming = n >= kStreamEncodeElems;
-    ctx.prefetch = n >= kPrefetchEncodeElems;
+    const uint64_t span = params.spanElems > n ? params.spanElems : n;
+    ctx.streaming = span >= kStreamEncodeElems;
+    ctx.prefetch = span >= kPrefetchEncodeElems;
     BucketEncodeFn fn = k.bucketEncode[static_cast<int>(r.codec)];
     uint8_t* p = payload;
     for (size_t base = 0; base < n; base += r.bucket) {

@@ -61,13 +61,15 @@ struct BucketCtx {
   bool streaming = false;
   /// The call's input and residual fill a last-level cache of 8 MiB or more (kPrefetchEncodeElems):
   /// a kernel that streams may then request the next bucket's input and residual while it works on
-  /// this one (AVX2 sign encodes). Below that the data is often still cached from whatever wrote
-  /// it, and the prefetches only cost instructions.
+  /// this one (AVX2 sign and maxmin encodes). Below that the data is often still cached from
+  /// whatever wrote it, and the prefetches only cost instructions. Judged by the range the call is
+  /// a piece of (EncodeParams::spanElems) where that is larger than the call.
   bool prefetch = false;
 };
 
-/// Encode calls of at least this many elements set BucketCtx::streaming: their input and residual
-/// (8 bytes per element) exceed a 512 KiB L2 cache.
+/// Encode calls of at least this many elements (or pieces of a range of that many,
+/// EncodeParams::spanElems) set BucketCtx::streaming: their input and residual (8 bytes per element)
+/// exceed a 512 KiB L2 cache.
 constexpr size_t kStreamEncodeElems = 65536;
 
 /// Encode calls of at least this many elements set BucketCtx::prefetch: 8 MiB of input and residual,

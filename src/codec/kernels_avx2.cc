@@ -320,6 +320,12 @@ QCCL_TARGET_AVX2 bool encodeMaxMinT(const BucketCtx& ctx, const float* in, float
     hi = _mm256_max_ps(hi, x);
   }
   if (bad) return scalarEncode(CodecId::kMaxMin, ctx, in, res, m, base, block);
+  // As in encodeSign: the next bucket is requested while this one, now in L1, is quantized.
+  if (ctx.prefetch)
+    for (uint32_t i = 0; i < m; i += 16) {
+      _mm_prefetch(reinterpret_cast<const char*>(in + m + i), _MM_HINT_T0);
+      if (kRes) _mm_prefetch(reinterpret_cast<const char*>(res + m + i), _MM_HINT_T0);
+    }
   alignas(32) float l8[8], h8[8];
   _mm256_store_ps(l8, lo);
   _mm256_store_ps(h8, hi);

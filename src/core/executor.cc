@@ -468,6 +468,7 @@ void Executor::sendChunk(StepState& S, size_t g, size_t k) {
   EncodeParams ep;
   ep.seq = p.seq;
   ep.rngOffset = rngOffsetFor(p.seq, S.plan->rank, S.si, c.begin);
+  ep.spanElems = grp.range.size();  // a chunk of a large range comes from memory (the kernels prefetch)
   uint8_t* buf = S.gslot[g * S.D + k % S.D];
   const void* wire = buf;
   size_t bytes;

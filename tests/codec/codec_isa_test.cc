@@ -90,13 +90,14 @@ struct IsaRun {
 };
 
 IsaRun runWith(const cpu::Kernels& k, const CodecConfig& cfg, const std::vector<float>& g, const std::vector<float>* r0,
-               const std::vector<float>& acc, uint64_t off) {
+               const std::vector<float>& acc, uint64_t off, uint64_t span = 0) {
   IsaRun out;
   const size_t n = g.size();
   out.wire.resize(encodedBytes(cfg, n));
   if (r0) out.residual = *r0;
   EncodeParams p;
   p.rngOffset = off;
+  p.spanElems = span;
   cpu::encodeWith(k, cfg, g.data(), r0 ? out.residual.data() : nullptr, n, out.wire.data(), out.wire.size(), p);
   out.decoded.resize(n);
   cpu::decodeWith(k, out.wire.data(), out.wire.size(), out.decoded.data(), n, false);
@@ -177,16 +178,18 @@ TEST_P(IsaEquivalence, LongCallsStreamTheSameBits) {
   std::vector<const cpu::Kernels*> all = vectorIsas();
   // Every vector ISA's encode of n elements against the scalar one; returns the scalar run.
   const auto encodesAgree = [&](size_t n, uint32_t gSeed, uint32_t rSeed, uint32_t accSeed, uint64_t off,
-                                const char* what) {
+                                const char* what, uint64_t span = 0) {
     std::vector<float> g = edgeData(n, gSeed), r = gaussian(n, rSeed, 0.05f), acc = gaussian(n, accSeed);
     IsaRun ref = runWith(cpu::scalarKernels(), cfg, g, &r, acc, off);
     for (const cpu::Kernels* k : all) {
       SCOPED_TRACE(std::string(k->isa) + what);
-      expectSame(ref, runWith(*k, cfg, g, &r, acc, off));
+      expectSame(ref, runWith(*k, cfg, g, &r, acc, off, span));
     }
     return ref;
   };
   encodesAgree(cpu::kPrefetchEncodeElems + 4037, 98, 4, 7, 13, " encode with prefetches");
+  // A short piece of a long range (a schedule's chunk): staged and prefetched like the long call.
+  encodesAgree(8192 + 37, 97, 3, 8, 17, " a chunk of a long range", cpu::kPrefetchEncodeElems);
   const size_t n = cpu::kStreamDecodeElems + 4037;
   const IsaRun ref = encodesAgree(n, 99, 5, 6, 11, " encode");
   all.push_back(&cpu::scalarKernels());
