@@ -19,6 +19,7 @@ struct qcclMomentum {
   std::vector<float> signs;     // the rotation's diagonal D, one block, built on first use
   int block = -1;               // the rotation in use: -1 until the first call decides, 0 none
   int started = 0;
+  qccl::capi::HeldResiduals held;  // the residuals' part a call with feedbackGain < 1 holds back
 };
 
 namespace {
@@ -32,6 +33,8 @@ constexpr int kMaxAllgatherRanks = 8;
 
 // A config built against the header before `rotation` ends where that field begins.
 constexpr size_t kConfigSizeV1 = offsetof(qcclMomentumConfig_t, rotation);
+// ... and one built before `feedbackGain` where that field begins.
+constexpr size_t kConfigSizeV2 = offsetof(qcclMomentumConfig_t, feedbackGain);
 constexpr int kAutoRotationBlock = 512;  // the codecs' default bucket
 constexpr int kMinRotationBlock = 32, kMaxRotationBlock = 65536;
 
@@ -41,9 +44,10 @@ bool validRotation(int r) {
 }
 
 bool validConfig(const qcclMomentumConfig_t& c) {
-  return validRotation(c.rotation) && c.residualDecay > 0.0f && c.residualDecay <= 1.0f && c.momentum > 0.0f &&
-         c.momentum < 1.0f && c.dampening >= 0.0f && c.dampening < 1.0f && c.weightDecay >= 0.0f &&
-         std::isfinite(c.weightDecay) && (c.nesterov == 0 || c.nesterov == 1) && !(c.nesterov && c.dampening != 0.0f);
+  return validRotation(c.rotation) && c.residualDecay > 0.0f && c.residualDecay <= 1.0f && c.feedbackGain > 0.0f &&
+         c.feedbackGain <= 1.0f && c.momentum > 0.0f && c.momentum < 1.0f && c.dampening >= 0.0f &&
+         c.dampening < 1.0f && c.weightDecay >= 0.0f && std::isfinite(c.weightDecay) &&
+         (c.nesterov == 0 || c.nesterov == 1) && !(c.nesterov && c.dampening != 0.0f);
 }
 
 // The rotation's diagonal for a block of n: element i's sign is the top bit of splitmix64(i), the
@@ -176,7 +180,8 @@ qcclResult_t qcclMomentumCreate(qcclMomentum_t* momentum, size_t count, const qc
   *momentum = nullptr;
   qcclMomentumConfig_t c = QCCL_MOMENTUM_CONFIG_INIT;
   if (config) {
-    if (config->structSize != sizeof(qcclMomentumConfig_t) && config->structSize != kConfigSizeV1)
+    if (config->structSize != sizeof(qcclMomentumConfig_t) && config->structSize != kConfigSizeV1 &&
+        config->structSize != kConfigSizeV2)
       return qcclInvalidArgument;
     std::memcpy(&c, config, config->structSize);  // an older config keeps the defaults of the newer fields
     c.structSize = sizeof(qcclMomentumConfig_t);
@@ -279,7 +284,18 @@ qcclResult_t qcclMomentumAllreduce(qcclMomentum_t m, float* grad, const float* p
   } else {
     velocity(0, count);
   }
+  // Error control (qccl_momentum.h): the call's codec sees only feedbackGain of the accumulated
+  // error; the rest is held back here and added to the residual the call leaves.
+  const bool control = c.feedbackGain != 1.0f;
+  if (control) {
+    const qcclResult_t h = qccl::capi::holdResiduals(comm, o.id, count, c.feedbackGain, &m->held);
+    if (h != qcclSuccess) return h;
+  }
   const qcclResult_t r = qcclAllreduce(send, grad, count, qcclFloat32, qcclAvg, &o, comm, nullptr);
+  if (control) {
+    const qcclResult_t h = qccl::capi::restoreResiduals(comm, o.id, count, m->held);
+    if (r == qcclSuccess && h != qcclSuccess) return h;
+  }
   if (r != qcclSuccess) return r;
   m->block = block;
   // Each rotated block is rotated back (x = (1/n) D H x) and turned into the direction while in

@@ -38,6 +38,7 @@ struct Args {
   std::string schedule = "constant";  // constant, or cosine: lr * (1 + cos(pi * step / steps)) / 2
   int rotation = QCCL_MOMENTUM_ROTATION_AUTO;  // qcclMomentumConfig_t.rotation
   float residualDecay = 1.0f;                  // qcclMomentumConfig_t.residualDecay
+  float feedbackGain = -1.0f;                  // qcclMomentumConfig_t.feedbackGain; < 0: the library's default
 };
 
 const char* kUsage =
@@ -45,7 +46,7 @@ const char* kUsage =
     "                      [--algo default|auto|ring|sra|allgather] [--steps N] [--batch B] [--lr X]\n"
     "                      [--momentum X] [--momentum-mode dgc|plain] [--hidden H] [--seed S]\n"
     "                      [--schedule constant|cosine] [--rotation B] [--residual-decay X]\n"
-    "                      [--print-every K] [--check]\n"
+    "                      [--feedback-gain X] [--print-every K] [--check]\n"
     "  --codec mpi   average with MPI_Allreduce instead of qccl (the uncompressed baseline)\n"
     "  --bits 0      the communicator's default (4 for maxmin)\n"
     "  --batch       samples per rank per step\n"
@@ -56,6 +57,8 @@ const char* kUsage =
     "                two, 32-65536) before the codec; 0 = never; default: 512 for onebit and signscale\n"
     "  --residual-decay X  in (0, 1]: factor on its error-feedback residual after each exchange\n"
     "                (default 1, plain error feedback)\n"
+    "  --feedback-gain X  in (0, 1]: the share of the accumulated codec error fed into each exchange\n"
+    "                (qcclMomentumConfig_t.feedbackGain; default: the library's; 1 = plain error feedback)\n"
     "  --check       exit 1 unless the loss fell by a third and every rank ends with the same weights\n";
 
 struct Named {
@@ -143,6 +146,8 @@ std::string parseArgs(int argc, char** argv, Args* a) {
            (a->rotation == 0 || (a->rotation >= 32 && (a->rotation & (a->rotation - 1)) == 0));
     } else if (k == "--residual-decay") {
       ok = parseFloat(v, 1e-3f, 1.0f, &a->residualDecay);
+    } else if (k == "--feedback-gain") {
+      ok = parseFloat(v, 1e-3f, 1.0f, &a->feedbackGain);
     } else {
       return "unknown option " + k;
     }
@@ -206,11 +211,14 @@ int train(const Args& a, int rank, int nranks) {
   std::vector<float> grad(model.params.size()), velocity(model.params.size(), 0.0f);
   std::mt19937_64 rng(a.seed * 1000003 + static_cast<uint64_t>(rank));  // a different shard per rank
   Batch batch(a.batch);
-  char dgcTag[96] = "";
-  if (comm && a.momentum > 0 && a.momentumMode == "dgc")
-    std::snprintf(dgcTag, sizeof dgcTag, " (momentum-corrected allreduce, rotation %s, residual decay %g)",
+  char dgcTag[128] = "";
+  if (comm && a.momentum > 0 && a.momentumMode == "dgc") {
+    const qcclMomentumConfig_t defaults = QCCL_MOMENTUM_CONFIG_INIT;
+    std::snprintf(dgcTag, sizeof dgcTag,
+                  " (momentum-corrected allreduce, rotation %s, residual decay %g, feedback gain %g)",
                   a.rotation == QCCL_MOMENTUM_ROTATION_AUTO ? "auto" : std::to_string(a.rotation).c_str(),
-                  a.residualDecay);
+                  a.residualDecay, a.feedbackGain > 0 ? a.feedbackGain : defaults.feedbackGain);
+  }
   if (rank == 0)
     std::printf(
         "# qccl-train-mlp: %d ranks, codec %s%s, %zu parameters, batch %d per rank, lr %g (%s), momentum %g%s\n"
@@ -226,6 +234,7 @@ int train(const Args& a, int rank, int nranks) {
     mc.momentum = a.momentum;
     mc.rotation = a.rotation;
     mc.residualDecay = a.residualDecay;
+    if (a.feedbackGain > 0) mc.feedbackGain = a.feedbackGain;
     if (qcclMomentumCreate(&mom, model.params.size(), &mc) != qcclSuccess) {
       std::fprintf(stderr, "rank %d: qcclMomentumCreate failed\n", rank);
       return 1;

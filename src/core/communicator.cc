@@ -1027,6 +1027,11 @@ void Communicator::loadTensorState(uint64_t id, const void* data, size_t bytes, 
 
 bool Communicator::scaleTensorState(uint64_t id, float factor) { return impl_->tensors.scale(id, factor); }
 
+bool Communicator::hostTensorResiduals(uint64_t id, size_t count, float** worker, float** owner, size_t* ownerCount,
+                                       uint64_t* ownerBegin) {
+  return impl_->tensors.hostResiduals(id, count, worker, owner, ownerCount, ownerBegin);
+}
+
 void Communicator::requestAbort() noexcept { impl_->cancel.store(true); }
 
 void Communicator::abort(const std::string& reason) noexcept {

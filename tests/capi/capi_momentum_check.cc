@@ -5,6 +5,7 @@
 //  - onebit: a noisy quadratic per rank converges to the average minimizer, replicas bit-identical;
 //  - the rotation: exact with codec none, and closer to the exact average with onebit where a few
 //    elements dominate their buckets; residualDecay scales the residual the call leaves;
+//  - feedbackGain: the codec sees gain times the accumulated error, and the rest is kept;
 //  - bad arguments are refused.
 // Exit status 0 when every check passed on every rank.
 #include <algorithm>
@@ -250,6 +251,94 @@ void checkResidualDecay(qcclComm_t comm) {
   qcclMomentumDestroy(m);
 }
 
+// The residuals of a record (worker, then owner), past its header of `head` bytes.
+std::vector<float> recordResiduals(const std::vector<uint8_t>& rec, size_t head) {
+  std::vector<float> r(rec.size() > head ? (rec.size() - head) / sizeof(float) : 0);
+  if (!r.empty()) std::memcpy(r.data(), rec.data() + head, r.size() * sizeof(float));
+  return r;
+}
+
+std::vector<uint8_t> saveState(qcclComm_t comm, uint64_t id) {
+  size_t bytes = 0;
+  std::vector<uint8_t> rec;
+  if (qcclTensorStateSave(comm, id, nullptr, &bytes) != qcclSuccess || bytes == 0) return rec;
+  rec.resize(bytes);
+  if (qcclTensorStateSave(comm, id, rec.data(), &bytes) != qcclSuccess) rec.clear();
+  return rec;
+}
+
+// feedbackGain g: a call sends u + g e (e the accumulated error) and leaves e + u - C(u + g e). Checked
+// against plain error feedback (gain 1) whose residual is scaled by g before its second call: both
+// codec inputs are then the same, so the directions must be bit-identical, and the gain's residual
+// must be the plain one plus the part held back, e - g e. Over allgather (the worker's residual) and
+// sra (the owner's too).
+void checkFeedbackGain(qcclComm_t comm) {
+  const float gain = 0.3f;
+  size_t head = 0;  // the record header's size, from an allgather record (worker residual only)
+  for (int algo : {static_cast<int>(qcclAlgoAllgather), static_cast<int>(qcclAlgoSra)}) {
+    const char* name = algo == qcclAlgoSra ? "sra" : "allgather";
+    qcclMomentumConfig_t cg = QCCL_MOMENTUM_CONFIG_INIT, c1 = cg;
+    cg.feedbackGain = gain;
+    c1.feedbackGain = 1.0f;
+    cg.rotation = c1.rotation = 0;
+    qcclMomentum_t mg = nullptr, m1 = nullptr;
+    EXPECT(qcclMomentumCreate(&mg, kCount, &cg) == qcclSuccess, "%s: create, gain %g", name, gain);
+    EXPECT(qcclMomentumCreate(&m1, kCount, &c1) == qcclSuccess, "%s: create, gain 1", name);
+    qcclTensorOpts_t og = QCCL_TENSOR_OPTS_INIT;
+    og.id = 40 + static_cast<uint64_t>(algo);
+    og.codec = qcclCodecOneBit;
+    og.algo = algo;
+    qcclTensorOpts_t o1 = og;
+    o1.id = og.id + 100;
+    std::vector<float> p(kCount, 0.25f), gg(kCount), g1(kCount);
+    std::vector<uint8_t> first;
+    for (int step = 0; step < 2; step++) {
+      for (size_t i = 0; i < kCount; i++) gg[i] = g1[i] = gradient(gRank, step, i, p[i]);
+      if (step == 1) {
+        first = saveState(comm, og.id);
+        EXPECT(qcclTensorStateScale(comm, o1.id, gain, nullptr) == qcclSuccess, "%s: scale", name);
+      }
+      EXPECT(qcclMomentumAllreduce(mg, gg.data(), p.data(), kCount, qcclFloat32, &og, comm, nullptr) == qcclSuccess,
+             "%s: gain %g: %s", name, gain, qcclGetLastError(comm));
+      EXPECT(qcclMomentumAllreduce(m1, g1.data(), p.data(), kCount, qcclFloat32, &o1, comm, nullptr) == qcclSuccess,
+             "%s: gain 1: %s", name, qcclGetLastError(comm));
+      EXPECT(gg == g1, "%s, call %d: the directions differ", name, step + 1);
+      for (size_t i = 0; i < kCount; i++) p[i] -= 0.05f * gg[i];
+    }
+    const std::vector<uint8_t> rg = saveState(comm, og.id), r1 = saveState(comm, o1.id);
+    if (algo == qcclAlgoAllgather && rg.size() > kCount * sizeof(float)) head = rg.size() - kCount * sizeof(float);
+    EXPECT(head > 0 && rg.size() == r1.size() && rg.size() == first.size(), "%s: records of %zu, %zu and %zu bytes",
+           name, rg.size(), r1.size(), first.size());
+    if (head > 0 && rg.size() == r1.size() && rg.size() == first.size()) {
+      const std::vector<float> eg = recordResiduals(rg, head), e1 = recordResiduals(r1, head),
+                               e0 = recordResiduals(first, head);
+      size_t wrong = 0, held = 0;
+      for (size_t i = 0; i < eg.size(); i++) {
+        const float scaled = gain * e0[i];
+        const float want = e1[i] + (e0[i] - scaled);
+        wrong += std::fabs(eg[i] - want) > 1e-6f * (std::fabs(want) + std::fabs(e0[i]));
+        held += e0[i] - scaled != 0.0f;
+      }
+      EXPECT(wrong == 0, "%s: %zu of %zu residuals are not the plain ones plus the held part", name, wrong, eg.size());
+      // (One rank: sra's worker residual stays zero and its owner's covers the tensor.)
+      EXPECT(held > kCount / 2, "%s: only %zu of %zu residuals held anything back", name, held, eg.size());
+      if (algo == qcclAlgoSra)
+        EXPECT(eg.size() > kCount, "sra: %zu residuals, no owner residual beside the worker's", eg.size());
+    }
+    qcclTensorRelease(comm, og.id);
+    qcclTensorRelease(comm, o1.id);
+    qcclMomentumDestroy(mg);
+    qcclMomentumDestroy(m1);
+  }
+  // A config built against the header before feedbackGain: accepted, with its default.
+  qcclMomentumConfig_t old = QCCL_MOMENTUM_CONFIG_INIT;
+  old.structSize = offsetof(qcclMomentumConfig_t, feedbackGain);
+  old.feedbackGain = -7.0f;  // beyond its structSize: never read
+  qcclMomentum_t m = nullptr;
+  EXPECT(qcclMomentumCreate(&m, 10, &old) == qcclSuccess && m != nullptr, "a config of the size before feedbackGain");
+  qcclMomentumDestroy(m);
+}
+
 void checkBadArguments(qcclComm_t comm) {
   qcclMomentum_t m = nullptr;
   qcclMomentumConfig_t c = QCCL_MOMENTUM_CONFIG_INIT;
@@ -263,6 +352,9 @@ void checkBadArguments(qcclComm_t comm) {
     c = QCCL_MOMENTUM_CONFIG_INIT;
     c.residualDecay = d;
     EXPECT(qcclMomentumCreate(&m, 10, &c) == qcclInvalidArgument && m == nullptr, "residual decay %g", d);
+    c = QCCL_MOMENTUM_CONFIG_INIT;
+    c.feedbackGain = d;
+    EXPECT(qcclMomentumCreate(&m, 10, &c) == qcclInvalidArgument && m == nullptr, "feedback gain %g", d);
   }
   for (int r : {-2, 1, 16, 48, 131072}) {
     c = QCCL_MOMENTUM_CONFIG_INIT;
@@ -319,6 +411,7 @@ int main(int argc, char** argv) {
   checkRotation(comm, onebitComm);
   qcclCommDestroy(onebitComm);
   checkResidualDecay(comm);
+  checkFeedbackGain(comm);
   checkBadArguments(comm);
   qcclCommDestroy(comm);
   int failures = gFailures;
