@@ -3,8 +3,6 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
-#include <vector>
 
 #include "qccl/qccl.h"
 
@@ -19,21 +17,11 @@ int resolvedCodec(qcclComm_t comm, int codec);
 /// Returns -1 for a null communicator.
 int resolvedAlgo(qcclComm_t comm, int algo);
 
-/// What holdResiduals took out of a tensor's error-feedback residuals.
-struct HeldResiduals {
-  std::vector<float> values;  ///< the worker residual's part (workerCount), then the owner's
-  size_t workerCount = 0, ownerCount = 0;
-  uint64_t ownerBegin = 0;
-  bool any = false;  ///< false: the tensor had no residual, nothing was held
-};
-
-/// The error-feedback residuals of tensor `id` (a host tensor of `count` elements) held back from
-/// its next call, for qcclMomentumConfig_t.feedbackGain: each residual r becomes gain * r, and the
-/// rest, r - gain * r, goes to `held`. Under the communicator's call lock.
-qcclResult_t holdResiduals(qcclComm_t comm, uint64_t id, size_t count, float gain, HeldResiduals* held);
-/// Adds what holdResiduals held back to the residuals the call left, each where the call kept it
-/// (a residual the call replaced, by another owner range or an eviction, gets nothing).
-qcclResult_t restoreResiduals(qcclComm_t comm, uint64_t id, size_t count, const HeldResiduals& held);
+/// qcclAllreduce (average) of float32 host buffers with error control: the call's encodes see
+/// `gain` times the tensor's residuals and keep the rest (TensorOpts::feedbackGain). For
+/// qcclMomentumAllreduce.
+qcclResult_t allreduceAvgWithGain(qcclComm_t comm, const float* send, float* recv, size_t count,
+                                  const qcclTensorOpts_t* opts, float gain);
 
 }  // namespace capi
 }  // namespace qccl

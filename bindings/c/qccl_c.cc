@@ -614,54 +614,14 @@ int resolvedAlgo(qcclComm_t comm, int algo) {
   return algo < 0 ? static_cast<int>(comm->core->options().algo) : algo;
 }
 
-namespace {
-
-struct Residuals {
-  float* worker = nullptr;
-  float* owner = nullptr;
-  size_t ownerCount = 0;
-  uint64_t ownerBegin = 0;
-};
-
-bool residuals(qcclComm* comm, uint64_t id, size_t count, Residuals* r) {
-  return comm->core->hostTensorResiduals(id, count, &r->worker, &r->owner, &r->ownerCount, &r->ownerBegin);
-}
-
-void hold(float* r, float* h, size_t n, float gain) {
-  for (size_t i = 0; i < n; i++) {
-    const float all = r[i];
-    r[i] = gain * all;
-    h[i] = all - r[i];
-  }
-}
-
-void addBack(float* r, const float* h, size_t n) {
-  for (size_t i = 0; i < n; i++) r[i] += h[i];
-}
-
-}  // namespace
-
-qcclResult_t holdResiduals(qcclComm_t comm, uint64_t id, size_t count, float gain, HeldResiduals* held) {
-  return lockedCall(comm, "qcclMomentumAllreduce", [&] {
-    Residuals r;
-    held->any = residuals(comm, id, count, &r) && (r.worker != nullptr || r.owner != nullptr);
-    if (!held->any) return;
-    held->workerCount = r.worker != nullptr ? count : 0;
-    held->ownerCount = r.owner != nullptr ? r.ownerCount : 0;
-    held->ownerBegin = r.ownerBegin;
-    held->values.resize(held->workerCount + held->ownerCount);
-    if (r.worker != nullptr) hold(r.worker, held->values.data(), count, gain);
-    if (r.owner != nullptr) hold(r.owner, held->values.data() + held->workerCount, r.ownerCount, gain);
-  });
-}
-
-qcclResult_t restoreResiduals(qcclComm_t comm, uint64_t id, size_t count, const HeldResiduals& held) {
-  return lockedCall(comm, "qcclMomentumAllreduce", [&] {
-    Residuals r;
-    if (!held.any || !residuals(comm, id, count, &r)) return;
-    if (held.workerCount > 0 && r.worker != nullptr) addBack(r.worker, held.values.data(), count);
-    if (held.ownerCount > 0 && r.owner != nullptr && r.ownerCount == held.ownerCount && r.ownerBegin == held.ownerBegin)
-      addBack(r.owner, held.values.data() + held.workerCount, held.ownerCount);
+qcclResult_t allreduceAvgWithGain(qcclComm_t comm, const float* send, float* recv, size_t count,
+                                  const qcclTensorOpts_t* opts, float gain) {
+  return lockedCall(comm, "qcclAllreduce", [&] {
+    checkCount(count, "count");
+    if (count > 0 && (send == nullptr || recv == nullptr)) invalid("a buffer is NULL with count > 0");
+    qccl::TensorOpts t = tensorOptsFromC(opts);
+    t.feedbackGain = gain;
+    comm->core->allreduce(send, recv, count, qccl::DataType::kFloat32, qccl::RedOp::kAvg, t, nullptr);
   });
 }
 

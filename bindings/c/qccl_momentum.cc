@@ -19,7 +19,6 @@ struct qcclMomentum {
   std::vector<float> signs;     // the rotation's diagonal D, one block, built on first use
   int block = -1;               // the rotation in use: -1 until the first call decides, 0 none
   int started = 0;
-  qccl::capi::HeldResiduals held;  // the residuals' part a call with feedbackGain < 1 holds back
 };
 
 namespace {
@@ -284,18 +283,11 @@ qcclResult_t qcclMomentumAllreduce(qcclMomentum_t m, float* grad, const float* p
   } else {
     velocity(0, count);
   }
-  // Error control (qccl_momentum.h): the call's codec sees only feedbackGain of the accumulated
-  // error; the rest is held back here and added to the residual the call leaves.
-  const bool control = c.feedbackGain != 1.0f;
-  if (control) {
-    const qcclResult_t h = qccl::capi::holdResiduals(comm, o.id, count, c.feedbackGain, &m->held);
-    if (h != qcclSuccess) return h;
-  }
-  const qcclResult_t r = qcclAllreduce(send, grad, count, qcclFloat32, qcclAvg, &o, comm, nullptr);
-  if (control) {
-    const qcclResult_t h = qccl::capi::restoreResiduals(comm, o.id, count, m->held);
-    if (r == qcclSuccess && h != qcclSuccess) return h;
-  }
+  // Error control (qccl_momentum.h): the call's encodes see feedbackGain of the accumulated error,
+  // and keep the rest in the residual.
+  const qcclResult_t r = c.feedbackGain != 1.0f
+                             ? qccl::capi::allreduceAvgWithGain(comm, send, grad, count, &o, c.feedbackGain)
+                             : qcclAllreduce(send, grad, count, qcclFloat32, qcclAvg, &o, comm, nullptr);
   if (r != qcclSuccess) return r;
   m->block = block;
   // Each rotated block is rotated back (x = (1/n) D H x) and turned into the direction while in

@@ -32,6 +32,10 @@ struct EncodeParams {
   /// the shard's size); 0 = the call alone. The kernels judge by it whether the data comes from
   /// memory (and prefetch ahead) or is likely still cached. It does not change the bytes.
   uint64_t spanElems = 0;
+  /// Error control (qcclMomentumConfig_t.feedbackGain): the codec quantizes in + g * residual, and
+  /// the residual it leaves is (in + g * residual) - decoded + (residual - g * residual): the part of
+  /// the old residual held back stays in it. 1 = plain error feedback. Only with a residual.
+  float feedbackGain = 1.0f;
 };
 
 /// Throws Error(kInvalidArgument) when the config is not valid.

@@ -75,10 +75,10 @@
  * error itself stops feeding back on itself at full strength. The default is 0.5: on the example's
  * wide layer at a constant learning rate the 1-bit runs went from 1.10x exact averaging's final
  * loss to 0.94x, and on its default model from 1.003x to 0.999x (examples/cpp/README.md). It acts
- * on every residual of opts->id (with sra, the owners' too), for any codec with error feedback. Cost:
- * two passes over the residuals and a held-back copy of them (`count` floats): on one rank of the
- * 2-core development machine +35-39 ms per call on 25.6M elements (95-100 ms without); set 1 where
- * that matters more than the convergence (bench/RESULTS.md, "Error control").
+ * on every residual of opts->id (with sra, the owners' too), for any codec with error feedback,
+ * inside the encode: each bucket's residual is split in L1, so no extra pass over memory. Cost on
+ * one rank of the 2-core development machine: +10-16 ms per call on 25.6M elements (91-94 ms
+ * without; bench/RESULTS.md, "Error control").
  *
  * The local velocity differs across ranks by design; the returned direction is the same on every
  * rank, so replicas that start equal stay bit-identical. Host memory only (stream must be NULL);

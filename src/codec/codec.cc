@@ -316,10 +316,56 @@ size_t encodeWith(const Kernels& k, const CodecConfig& cfg, const float* in, flo
   QCCL_CHECK(outCapacity >= total, ErrorCode::kInvalidArgument,
              "encode: output capacity " + std::to_string(outCapacity) + " < " + std::to_string(total) + " bytes");
 
+  QCCL_CHECK(params.feedbackGain > 0.0f && params.feedbackGain <= 1.0f, ErrorCode::kInvalidArgument,
+             "encode: feedbackGain must be in (0, 1]");
   uint8_t* payload = static_cast<uint8_t*>(out) + kWireHeaderBytes;
   bool nonFinite = false;
-  if (n > 0 && isCast(r.codec)) {
+  // Error control (EncodeParams::feedbackGain): each bucket's kernel sees g * residual in an L1
+  // buffer, and what it leaves there gets the held-back part, residual - g * residual, added back.
+  // The caller's residual is read and written once either way.
+  const float gain = params.feedbackGain;
+  const bool control = residual != nullptr && gain != 1.0f;
+  // Pieces of at most `piece` elements (a bucket; the casts, which have none, 4096).
+  const size_t piece = isCast(r.codec) ? 4096 : r.bucket;
+  thread_local std::vector<float> fed, held;
+  auto holdBack = [&](float* res, size_t m) {
+    if (fed.size() < piece) {
+      fed.resize(piece);
+      held.resize(piece);
+    }
+    for (size_t i = 0; i < m; i++) {
+      const float all = res[i];
+      fed[i] = gain * all;
+      held[i] = all - fed[i];
+    }
+  };
+  auto addBack = [&](float* res, size_t m) {
+    for (size_t i = 0; i < m; i++) res[i] = fed[i] + held[i];
+  };
+  if (n > 0 && isCast(r.codec) && control) {
+    for (size_t base = 0; base < n; base += piece) {
+      const size_t m = n - base < piece ? n - base : piece;
+      holdBack(residual + base, m);
+      // A cast's payload is element by element: element `base` starts at payloadBytes(base).
+      nonFinite |= k.castEncode[static_cast<int>(r.codec)](in + base, fed.data(), m, payload + payloadBytes(r, base));
+      addBack(residual + base, m);
+    }
+  } else if (n > 0 && isCast(r.codec)) {
     nonFinite = k.castEncode[static_cast<int>(r.codec)](in, residual, n, payload);
+  } else if (n > 0 && control) {
+    BucketCtx ctx = makeCtx(r, params.rngOffset);
+    const uint64_t span = params.spanElems > n ? params.spanElems : n;
+    ctx.streaming = span >= kStreamEncodeElems;
+    ctx.prefetch = span >= kPrefetchEncodeElems;
+    BucketEncodeFn fn = k.bucketEncode[static_cast<int>(r.codec)];
+    uint8_t* p = payload;
+    for (size_t base = 0; base < n; base += r.bucket) {
+      uint32_t m = static_cast<uint32_t>(n - base < r.bucket ? n - base : r.bucket);
+      holdBack(residual + base, m);
+      nonFinite |= fn(ctx, in + base, fed.data(), m, base, p);
+      addBack(residual + base, m);
+      p += math::bucketBlockBytes(r.codec, r.bits, m);
+    }
   } else if (n > 0) {
     BucketCtx ctx = makeCtx(r, params.rngOffset);
     const uint64_t span = params.spanElems > n ? params.spanElems : n;

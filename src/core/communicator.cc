@@ -654,6 +654,7 @@ bool Communicator::Impl::runPlan(const Plan& plan, const float* src, float* dst,
                                  const DecodeEpilogue* pro) {
   ExecParams p = params(s.codec, seq, space.ops());
   p.prologue = pro;
+  p.feedbackGain = s.feedbackGain;
   if (s.algo == Algo::kRing && s.codec.codec == CodecId::kFp32 && opts.chunkBytes == 0) {
     if (const size_t b = transport->ringChunkBytes()) p.chunkElems = Executor::chunkElemsFor(s.codec, b);
     p.chunkElems = Executor::eagerChunkElems(s.codec, ringEagerBytes, p.chunkElems);
@@ -720,7 +721,8 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
     fuse.out = static_cast<float*>(recv);
   }
   int64_t desc[ShmGroup::kDescWords];
-  const Selection s = decide(t, count, dtype, op, space, &st, &trial, &fuse, desc);
+  Selection s = decide(t, count, dtype, op, space, &st, &trial, &fuse, desc);
+  s.feedbackGain = t.feedbackGain;
   const uint32_t seq = callTag(++callNumber, t.id);
   const Clock::time_point start = Clock::now();
   float* work;
@@ -941,6 +943,8 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
   Impl& m = *impl_;
   m.checkUsable();
   validateBuffers(send, recv, count, dtype, "allreduce");
+  QCCL_CHECK(opts.feedbackGain > 0.0f && opts.feedbackGain <= 1.0f, ErrorCode::kInvalidArgument,
+             "allreduce: feedbackGain must be in (0, 1]");
   m.allreduce(send, recv, count, dtype, op, opts, stream);
   m.statCalls.fetch_add(1);
   m.publishStats();
@@ -1026,11 +1030,6 @@ void Communicator::loadTensorState(uint64_t id, const void* data, size_t bytes, 
 }
 
 bool Communicator::scaleTensorState(uint64_t id, float factor) { return impl_->tensors.scale(id, factor); }
-
-bool Communicator::hostTensorResiduals(uint64_t id, size_t count, float** worker, float** owner, size_t* ownerCount,
-                                       uint64_t* ownerBegin) {
-  return impl_->tensors.hostResiduals(id, count, worker, owner, ownerCount, ownerBegin);
-}
 
 void Communicator::requestAbort() noexcept { impl_->cancel.store(true); }
 

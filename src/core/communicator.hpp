@@ -96,10 +96,6 @@ class Communicator {
   void loadTensorState(uint64_t id, const void* data, size_t bytes, bool device = false);
   /// Multiplies the residuals of `id` by `factor`; false when `id` has no state.
   bool scaleTensorState(uint64_t id, float factor);
-  /// The residuals of `id` in host memory for a tensor of `count` elements; see
-  /// TensorStateStore::hostResiduals. Not thread-safe: the caller serializes it with the calls.
-  bool hostTensorResiduals(uint64_t id, size_t count, float** worker, float** owner, size_t* ownerCount,
-                           uint64_t* ownerBegin);
 
   /// Thread-safe: makes the running collective (if any) end with Error(kCommFailed) and fails
   /// the communicator; the thread running it tells the peers. Returns at once.

@@ -232,6 +232,8 @@ class DeviceSpace final : public MemorySpace, private ChunkOps {
   // on qccl's stream only.
   size_t encode(const CodecConfig& cfg, const float* src, float* residual, size_t n, void* out, size_t capacity,
                 const EncodeParams& params) override {
+    QCCL_CHECK(params.feedbackGain == 1.0f, ErrorCode::kInvalidUsage,
+               "error control (feedbackGain) takes host buffers only");
     PerDevice* dev = current();
     size_t wsBytes = cuda::encodeWorkspaceBytes(cfg, n);
     void* ws = dev->workspace.get(wsBytes);

@@ -469,6 +469,7 @@ void Executor::sendChunk(StepState& S, size_t g, size_t k) {
   ep.seq = p.seq;
   ep.rngOffset = rngOffsetFor(p.seq, S.plan->rank, S.si, c.begin);
   ep.spanElems = grp.range.size();  // a chunk of a large range comes from memory (the kernels prefetch)
+  if (res != nullptr) ep.feedbackGain = p.feedbackGain;
   uint8_t* buf = S.gslot[g * S.D + k % S.D];
   const void* wire = buf;
   size_t bytes;

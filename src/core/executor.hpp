@@ -70,6 +70,7 @@ struct ExecParams {
   const std::atomic<bool>* cancel = nullptr;  ///< set from another thread to end the call (abort)
   float* workerResidual = nullptr;            ///< indexed like the source; null = no error feedback
   float* ownerResidual = nullptr;             ///< indexed from plan.ownerRange.begin; null = none
+  float feedbackGain = 1.0f;                  ///< EncodeParams::feedbackGain of the encodes with a residual
   ChunkOps* ops = nullptr;                    ///< null: CPU codec on host buffers
   /// Multiplies dst's final values by this (an average's 1/n) inside the last step's decodes, bit
   /// for bit a pass of dst[i] *= outScale after run(). Only for plans with lastStepWritesFinal

@@ -100,6 +100,9 @@ struct TensorOpts {
   std::optional<CodecId> codec;  ///< default: Options::codec.codec
   int bits = 0;                  ///< 0: Options::codec.bits
   std::optional<Algo> algo;      ///< default: Options::algo
+  /// Error control of the call's residuals (EncodeParams::feedbackGain), in (0, 1]; 1 = plain error
+  /// feedback. Host buffers only. Set by qcclMomentumAllreduce.
+  float feedbackGain = 1.0f;
 };
 
 }  // namespace qccl

@@ -44,6 +44,7 @@ struct Selection {
   bool native = false;      ///< hand the uncompressed sum to the transport's library instead of `algo`
   bool shm = false;         ///< sum through the shared segment instead of `algo` (never with native)
   bool errorFeedback = false;
+  float feedbackGain = 1.0f;  ///< TensorOpts::feedbackGain, for the encodes that keep a residual
 };
 
 /// The rule of `auto`, and the checks of an explicit request:

@@ -212,18 +212,6 @@ bool TensorStateStore::scale(uint64_t id, float factor) {
   return true;
 }
 
-bool TensorStateStore::hostResiduals(uint64_t id, size_t count, float** worker, float** owner, size_t* ownerCount,
-                                     uint64_t* ownerBegin) {
-  auto it = states_.find(id);
-  if (it == states_.end() || it->second.device || it->second.count != count) return false;
-  TensorState& st = it->second;
-  *worker = st.worker ? st.worker->data() : nullptr;
-  *owner = st.owner ? st.owner->data() : nullptr;
-  *ownerCount = st.owner ? st.owner->size() : 0;
-  *ownerBegin = st.ownerBegin;
-  return true;
-}
-
 TensorStateStats TensorStateStore::stats() const { return stats_; }
 
 }  // namespace qccl

@@ -93,12 +93,6 @@ class TensorStateStore {
   /// Multiplies the residuals of `id` by `factor` (e.g. new loss scale / old loss scale); false
   /// when `id` has no state. factor must be finite.
   bool scale(uint64_t id, float factor);
-  /// The residuals of `id` where they are in host memory and cover a tensor of `count` elements:
-  /// *worker (count elements) and *owner (*ownerCount elements, from the tensor's element
-  /// *ownerBegin), each null where the tensor has none yet. False (outputs untouched) when `id`
-  /// has no such state. The pointers stay valid until the next acquire/release/load of this store.
-  bool hostResiduals(uint64_t id, size_t count, float** worker, float** owner, size_t* ownerCount,
-                     uint64_t* ownerBegin);
 
   TensorStateStats stats() const;
 

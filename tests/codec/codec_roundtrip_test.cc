@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "codec_test_util.hpp"
 #include "qccl/error.hpp"
@@ -375,6 +376,50 @@ TEST_P(CodecEdge, CompressionRatioEqualsFormula) {
     EXPECT_DOUBLE_EQ(compressionRatio(cfg, n), 4.0 * n / (32.0 + payload)) << n;
     std::vector<float> g(n, 1.0f);
     EXPECT_EQ(encodeVec(cfg, g, nullptr).size(), 32 + payload);
+  }
+}
+
+// Error control (EncodeParams::feedbackGain = g): the same bytes as a plain encode of the input with
+// g * residual, and the residual that encode leaves plus the part held back, residual - g * residual.
+// Over 1031 elements (a partial last bucket) and 20 steps, so that the residual feeds back; the
+// sums still track the inputs (nothing is dropped). A gain outside (0, 1] is refused.
+TEST_P(CodecEdge, FeedbackGainKeepsTheHeldBackResidual) {
+  const CodecConfig cfg = GetParam();
+  const size_t n = 1031;
+  const float gain = 0.3f;
+  std::vector<float> r(n, 0.0f);
+  std::vector<double> sumG(n, 0), sumD(n, 0);
+  for (int step = 0; step < 20; ++step) {
+    std::vector<float> g = gaussian(n, 3000 + step);
+    EncodeParams plain;
+    plain.rngOffset = (uint64_t)step * n;
+    EncodeParams controlled = plain;
+    controlled.feedbackGain = gain;
+    std::vector<float> fed(n), held(n);
+    for (size_t i = 0; i < n; ++i) {
+      fed[i] = gain * r[i];
+      held[i] = r[i] - fed[i];
+    }
+    std::vector<uint8_t> want = encodeVec(cfg, g, &fed, plain);
+    std::vector<uint8_t> got = encodeVec(cfg, g, &r, controlled);
+    ASSERT_EQ(want, got) << "step " << step;
+    for (size_t i = 0; i < n; ++i) {
+      const float expect = fed[i] + held[i];
+      ASSERT_EQ(std::memcmp(&r[i], &expect, sizeof(float)), 0) << "step " << step << ", element " << i;
+    }
+    std::vector<float> d = decodeVec(got, n);
+    for (size_t i = 0; i < n; ++i) {
+      sumG[i] += g[i];
+      sumD[i] += d[i];
+    }
+  }
+  for (size_t i = 0; i < n; ++i) ASSERT_NEAR(sumG[i] - sumD[i], r[i], 1e-3 * (1 + std::fabs(r[i]))) << i;
+  std::vector<float> g(64, 1.0f), res(64, 0.0f);
+  std::vector<uint8_t> out(encodedBytes(cfg, 64));
+  for (float bad : {0.0f, -0.5f, 1.5f, std::nanf("")}) {
+    EncodeParams p;
+    p.feedbackGain = bad;
+    EXPECT_THROW(encode(cfg, g.data(), res.data(), 64, out.data(), out.size(), p), Error) << bad;
   }
 }
 
