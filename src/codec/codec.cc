@@ -327,20 +327,15 @@ size_t encodeWith(const Kernels& k, const CodecConfig& cfg, const float* in, flo
   const bool control = residual != nullptr && gain != 1.0f;
   // Pieces of at most `piece` elements (a bucket; the casts, which have none, 4096).
   const size_t piece = isCast(r.codec) ? 4096 : r.bucket;
-  thread_local std::vector<float> fed, held;
-  auto holdBack = [&](float* res, size_t m) {
-    if (fed.size() < piece) {
-      fed.resize(piece);
-      held.resize(piece);
-    }
-    for (size_t i = 0; i < m; i++) {
-      const float all = res[i];
-      fed[i] = gain * all;
-      held[i] = all - fed[i];
-    }
+  thread_local std::vector<float> fed;
+  auto holdBack = [&](const float* res, size_t m) {
+    if (fed.size() < piece) fed.resize(piece);
+    for (size_t i = 0; i < m; i++) fed[i] = gain * res[i];
   };
+  // The caller's residual is still the old one here (the kernel wrote `fed`): the part held back,
+  // r - g r, is computed again from it, the same float as fed's.
   auto addBack = [&](float* res, size_t m) {
-    for (size_t i = 0; i < m; i++) res[i] = fed[i] + held[i];
+    for (size_t i = 0; i < m; i++) res[i] = fed[i] + (res[i] - gain * res[i]);
   };
   if (n > 0 && isCast(r.codec) && control) {
     for (size_t base = 0; base < n; base += piece) {
