@@ -347,20 +347,6 @@ size_t encodeWith(const Kernels& k, const CodecConfig& cfg, const float* in, flo
     }
   } else if (n > 0 && isCast(r.codec)) {
     nonFinite = k.castEncode[static_cast<int>(r.codec)](in, residual, n, payload);
-  } else if (n > 0 && control) {
-    BucketCtx ctx = makeCtx(r, params.rngOffset);
-    const uint64_t span = params.spanElems > n ? params.spanElems : n;
-    ctx.streaming = span >= kStreamEncodeElems;
-    ctx.prefetch = span >= kPrefetchEncodeElems;
-    BucketEncodeFn fn = k.bucketEncode[static_cast<int>(r.codec)];
-    uint8_t* p = payload;
-    for (size_t base = 0; base < n; base += r.bucket) {
-      uint32_t m = static_cast<uint32_t>(n - base < r.bucket ? n - base : r.bucket);
-      holdBack(residual + base, m);
-      nonFinite |= fn(ctx, in + base, fed.data(), m, base, p);
-      addBack(residual + base, m);
-      p += math::bucketBlockBytes(r.codec, r.bits, m);
-    }
   } else if (n > 0) {
     BucketCtx ctx = makeCtx(r, params.rngOffset);
     const uint64_t span = params.spanElems > n ? params.spanElems : n;
@@ -370,7 +356,10 @@ size_t encodeWith(const Kernels& k, const CodecConfig& cfg, const float* in, flo
     uint8_t* p = payload;
     for (size_t base = 0; base < n; base += r.bucket) {
       uint32_t m = static_cast<uint32_t>(n - base < r.bucket ? n - base : r.bucket);
-      nonFinite |= fn(ctx, in + base, residual ? residual + base : nullptr, m, base, p);
+      float* res = residual ? residual + base : nullptr;
+      if (control) holdBack(res, m);
+      nonFinite |= fn(ctx, in + base, control ? fed.data() : res, m, base, p);
+      if (control) addBack(res, m);
       p += math::bucketBlockBytes(r.codec, r.bits, m);
     }
   }
