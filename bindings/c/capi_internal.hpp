@@ -17,11 +17,10 @@ int resolvedCodec(qcclComm_t comm, int codec);
 /// Returns -1 for a null communicator.
 int resolvedAlgo(qcclComm_t comm, int algo);
 
-/// qcclAllreduce (average) of float32 host buffers with error control: the call's encodes see
-/// `gain` times the tensor's residuals and keep the rest (TensorOpts::feedbackGain). For
-/// qcclMomentumAllreduce.
-qcclResult_t allreduceAvgWithGain(qcclComm_t comm, const float* send, float* recv, size_t count,
-                                  const qcclTensorOpts_t* opts, float gain);
+/// qcclAllreduce with error control: the call's encodes see `gain` times the tensor's residuals and
+/// keep the rest (TensorOpts::feedbackGain); gain 1 is qcclAllreduce itself. For qcclMomentumAllreduce.
+qcclResult_t allreduceWithGain(const void* sendbuff, void* recvbuff, size_t count, qcclDataType_t datatype,
+                               qcclRedOp_t op, const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream, float gain);
 
 }  // namespace capi
 }  // namespace qccl

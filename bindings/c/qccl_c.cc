@@ -516,15 +516,7 @@ qcclResult_t qcclTensorStateScale(qcclComm_t comm, uint64_t id, float factor, in
 
 qcclResult_t qcclAllreduce(const void* sendbuff, void* recvbuff, size_t count, qcclDataType_t datatype, qcclRedOp_t op,
                            const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream) {
-  return lockedCall(comm, "qcclAllreduce", [&] {
-    checkCount(count, "count");
-    qccl::DataType dt = dtypeFromC(datatype);
-    qccl::RedOp rop = opFromC(op);
-    if (count > 0 && sendbuff == nullptr) invalid("sendbuff is NULL with count > 0");
-    if (count > 0 && recvbuff == nullptr) invalid("recvbuff is NULL with count > 0");
-    qccl::TensorOpts t = tensorOptsFromC(opts);
-    comm->core->allreduce(sendbuff, recvbuff, count, dt, rop, t, stream);
-  });
+  return qccl::capi::allreduceWithGain(sendbuff, recvbuff, count, datatype, op, opts, comm, stream, 1.0f);
 }
 
 qcclResult_t qcclAllreduceEpilogue(const float* sendbuff, float* recvbuff, size_t count, qcclRedOp_t op,
@@ -614,14 +606,18 @@ int resolvedAlgo(qcclComm_t comm, int algo) {
   return algo < 0 ? static_cast<int>(comm->core->options().algo) : algo;
 }
 
-qcclResult_t allreduceAvgWithGain(qcclComm_t comm, const float* send, float* recv, size_t count,
-                                  const qcclTensorOpts_t* opts, float gain) {
+qcclResult_t allreduceWithGain(const void* sendbuff, void* recvbuff, size_t count, qcclDataType_t datatype,
+                               qcclRedOp_t op, const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream,
+                               float gain) {
   return lockedCall(comm, "qcclAllreduce", [&] {
     checkCount(count, "count");
-    if (count > 0 && (send == nullptr || recv == nullptr)) invalid("a buffer is NULL with count > 0");
+    qccl::DataType dt = dtypeFromC(datatype);
+    qccl::RedOp rop = opFromC(op);
+    if (count > 0 && sendbuff == nullptr) invalid("sendbuff is NULL with count > 0");
+    if (count > 0 && recvbuff == nullptr) invalid("recvbuff is NULL with count > 0");
     qccl::TensorOpts t = tensorOptsFromC(opts);
     t.feedbackGain = gain;
-    comm->core->allreduce(send, recv, count, qccl::DataType::kFloat32, qccl::RedOp::kAvg, t, nullptr);
+    comm->core->allreduce(sendbuff, recvbuff, count, dt, rop, t, stream);
   });
 }
 

@@ -285,9 +285,8 @@ qcclResult_t qcclMomentumAllreduce(qcclMomentum_t m, float* grad, const float* p
   }
   // Error control (qccl_momentum.h): the call's encodes see feedbackGain of the accumulated error,
   // and keep the rest in the residual.
-  const qcclResult_t r = c.feedbackGain != 1.0f
-                             ? qccl::capi::allreduceAvgWithGain(comm, send, grad, count, &o, c.feedbackGain)
-                             : qcclAllreduce(send, grad, count, qcclFloat32, qcclAvg, &o, comm, nullptr);
+  const qcclResult_t r =
+      qccl::capi::allreduceWithGain(send, grad, count, qcclFloat32, qcclAvg, &o, comm, nullptr, c.feedbackGain);
   if (r != qcclSuccess) return r;
   m->block = block;
   // Each rotated block is rotated back (x = (1/n) D H x) and turned into the direction while in
