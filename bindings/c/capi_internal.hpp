@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 
 #include "qccl/qccl.h"
 
@@ -18,9 +19,11 @@ int resolvedCodec(qcclComm_t comm, int codec);
 int resolvedAlgo(qcclComm_t comm, int algo);
 
 /// qcclAllreduce with error control: the call's encodes see `gain` times the tensor's residuals and
-/// keep the rest (TensorOpts::feedbackGain); gain 1 is qcclAllreduce itself. For qcclMomentumAllreduce.
+/// keep the rest (TensorOpts::feedbackGain); no gain: the tensor's setting (qcclTensorSetFeedbackGain),
+/// which is qcclAllreduce itself. For qcclMomentumAllreduce.
 qcclResult_t allreduceWithGain(const void* sendbuff, void* recvbuff, size_t count, qcclDataType_t datatype,
-                               qcclRedOp_t op, const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream, float gain);
+                               qcclRedOp_t op, const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream,
+                               std::optional<float> gain);
 
 }  // namespace capi
 }  // namespace qccl

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -514,9 +515,16 @@ qcclResult_t qcclTensorStateScale(qcclComm_t comm, uint64_t id, float factor, in
   });
 }
 
+qcclResult_t qcclTensorSetFeedbackGain(qcclComm_t comm, uint64_t id, float gain) {
+  return lockedCall(comm, "qcclTensorSetFeedbackGain", [&] {
+    if (!(gain > 0.0f && gain <= 1.0f)) invalid("gain must be in (0, 1]");
+    comm->core->setFeedbackGain(id, gain);
+  });
+}
+
 qcclResult_t qcclAllreduce(const void* sendbuff, void* recvbuff, size_t count, qcclDataType_t datatype, qcclRedOp_t op,
                            const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream) {
-  return qccl::capi::allreduceWithGain(sendbuff, recvbuff, count, datatype, op, opts, comm, stream, 1.0f);
+  return qccl::capi::allreduceWithGain(sendbuff, recvbuff, count, datatype, op, opts, comm, stream, std::nullopt);
 }
 
 qcclResult_t qcclAllreduceEpilogue(const float* sendbuff, float* recvbuff, size_t count, qcclRedOp_t op,
@@ -608,7 +616,7 @@ int resolvedAlgo(qcclComm_t comm, int algo) {
 
 qcclResult_t allreduceWithGain(const void* sendbuff, void* recvbuff, size_t count, qcclDataType_t datatype,
                                qcclRedOp_t op, const qcclTensorOpts_t* opts, qcclComm_t comm, void* stream,
-                               float gain) {
+                               std::optional<float> gain) {
   return lockedCall(comm, "qcclAllreduce", [&] {
     checkCount(count, "count");
     qccl::DataType dt = dtypeFromC(datatype);

@@ -296,6 +296,16 @@ qcclResult_t qcclTensorStateLoad(qcclComm_t comm, uint64_t id, const void* buf, 
  *  the tensor: when a mixed-precision loss scale changes from S to S', scale them by S'/S.
  *  *found (may be NULL) is set to 1 when the tensor had state, else 0. */
 qcclResult_t qcclTensorStateScale(qcclComm_t comm, uint64_t id, float factor, int* found);
+/** Error control for tensor `id` (EControl's, Gao, Islamov and Stich, ICLR 2024, without its
+ *  gradient-difference term): the encodes of its calls that keep a residual e send x + gain * e
+ *  instead of x + e and keep the rest, e <- e + x - C(x + gain * e), so a codec's accumulated error
+ *  is fed back in part instead of all at once; nothing is dropped. `gain` in (0, 1] (else
+ *  qcclInvalidArgument); 1 is plain error feedback, the default. Applies to qcclAllreduce (and its
+ *  Epilogue and Fused forms), qcclAllgather and qcclReduceScatter on host buffers; a call with
+ *  device buffers and a gain below 1 fails with qcclInvalidUsage. Ranks may differ. The setting is
+ *  kept until qcclTensorRelease(comm, id); qcclTensorStateSave does not record it. id 0: qcclInvalidArgument.
+ *  New in 0.2.0. */
+qcclResult_t qcclTensorSetFeedbackGain(qcclComm_t comm, uint64_t id, float gain);
 
 /** Device buffers (builds with CUDA), for qcclAllreduce, qcclAllgather and qcclReduceScatter: send
  *  and recv buffers must both be host memory or both device memory (else qcclInvalidArgument). The

@@ -335,6 +335,8 @@ struct Communicator::Impl {
   };
   Selection decide(const TensorOpts& t, size_t count, DataType dtype, RedOp op, MemorySpace& space, TensorState** state,
                    int* trial, Fuse* fuse, int64_t* shmDesc);
+  /// The error control of a call's residual encodes: the call's own gain, else the tensor's setting.
+  float gainFor(const TensorOpts& t) const { return t.feedbackGain ? *t.feedbackGain : tensors.gain(t.id); }
   Selection tune(TensorState& st, const TensorOpts& t, const Selection& first, const Selection& second, int* trial);
   void agree(const TensorOpts& t, size_t count, DataType dtype, RedOp op, const CodecConfig& asked, const Selection& s,
              Fuse* fuse);
@@ -689,6 +691,7 @@ void Communicator::Impl::runHier(size_t count, const float* in, float* work, con
   if (s.errorFeedback) {
     inter.ownerResidual = tensors.owner(*st, hp.inter.ownerRange.size(), hp.inter.ownerRange.begin, space);
     inter.workerResidual = tensors.worker(*st, space);
+    inter.feedbackGain = s.feedbackGain;
   }
   guarded([&] {
     exec.run(hp.intraScatter, in, work, intra);
@@ -722,7 +725,7 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
   }
   int64_t desc[ShmGroup::kDescWords];
   Selection s = decide(t, count, dtype, op, space, &st, &trial, &fuse, desc);
-  s.feedbackGain = t.feedbackGain;
+  s.feedbackGain = gainFor(t);
   const uint32_t seq = callTag(++callNumber, t.id);
   const Clock::time_point start = Clock::now();
   float* work;
@@ -851,6 +854,7 @@ void Communicator::Impl::allgather(const void* send, void* recv, size_t count, D
   const size_t n = static_cast<size_t>(transport->size());
   TensorState* st = nullptr;
   Selection s = decideOther(t, count, 0, space, &st, "allgather");
+  s.feedbackGain = gainFor(t);
   const bool hier = (t.algo ? *t.algo : opts.algo) == Algo::kHier;
   s.algo = Algo::kAllgather;
   int64_t desc[ShmGroup::kDescWords];
@@ -874,7 +878,10 @@ void Communicator::Impl::allgather(const void* send, void* recv, size_t count, D
     // plan forwarding the decoded blocks as fp32, so every rank ends with the same values.
     const HierAllgatherPlan& hp = hierGatherPlan(count);
     ExecParams inter = params(s.codec, seq, space.ops());
-    if (s.errorFeedback) inter.workerResidual = tensors.worker(*st, space);
+    if (s.errorFeedback) {
+      inter.workerResidual = tensors.worker(*st, space);
+      inter.feedbackGain = s.feedbackGain;
+    }
     const ExecParams exact = params(resolveConfig(CodecConfig{}), seq, space.ops());
     guarded([&] {
       exec.run(hp.inter, in, out, inter);
@@ -915,7 +922,10 @@ void Communicator::Impl::reduceScatter(const void* send, void* recv, size_t coun
   bool scaled = false;  // the average's 1/n already applied, in the last decode
   if (!s.shm) {
     ExecParams p = params(s.codec, seq, space.ops());
-    if (s.errorFeedback) p.workerResidual = tensors.worker(*st, space);
+    if (s.errorFeedback) {
+      p.workerResidual = tensors.worker(*st, space);
+      p.feedbackGain = gainFor(t);
+    }
     const Plan& rs = plan(-2, count, 1);
     scaled = averageInDecode(rs, p, op);
     guarded([&] { exec.run(rs, in, out, p); });
@@ -943,8 +953,8 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
   Impl& m = *impl_;
   m.checkUsable();
   validateBuffers(send, recv, count, dtype, "allreduce");
-  QCCL_CHECK(opts.feedbackGain > 0.0f && opts.feedbackGain <= 1.0f, ErrorCode::kInvalidArgument,
-             "allreduce: feedbackGain must be in (0, 1]");
+  QCCL_CHECK(!opts.feedbackGain || (*opts.feedbackGain > 0.0f && *opts.feedbackGain <= 1.0f),
+             ErrorCode::kInvalidArgument, "allreduce: feedbackGain must be in (0, 1]");
   m.allreduce(send, recv, count, dtype, op, opts, stream);
   m.statCalls.fetch_add(1);
   m.publishStats();
@@ -1014,6 +1024,7 @@ void Communicator::reduceScatter(const void* send, void* recv, size_t recvCount,
 
 void Communicator::releaseTensor(uint64_t id) {
   impl_->tensors.release(id);
+  impl_->tensors.clearGain(id);
   impl_->publishStats();
 }
 
@@ -1030,6 +1041,10 @@ void Communicator::loadTensorState(uint64_t id, const void* data, size_t bytes, 
 }
 
 bool Communicator::scaleTensorState(uint64_t id, float factor) { return impl_->tensors.scale(id, factor); }
+
+void Communicator::setFeedbackGain(uint64_t id, float gain) { impl_->tensors.setGain(id, gain); }
+
+float Communicator::feedbackGain(uint64_t id) const { return impl_->tensors.gain(id); }
 
 void Communicator::requestAbort() noexcept { impl_->cancel.store(true); }
 

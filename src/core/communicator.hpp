@@ -96,6 +96,12 @@ class Communicator {
   void loadTensorState(uint64_t id, const void* data, size_t bytes, bool device = false);
   /// Multiplies the residuals of `id` by `factor`; false when `id` has no state.
   bool scaleTensorState(uint64_t id, float factor);
+  /// Error control for `id`'s calls that keep residuals: their encodes send `gain` (in (0, 1]) times
+  /// the accumulated error and keep the rest (EncodeParams::feedbackGain). 1 = plain error feedback
+  /// (the default). A call's TensorOpts::feedbackGain overrides it. Kept until releaseTensor(id).
+  void setFeedbackGain(uint64_t id, float gain);
+  /// The gain set for `id` (1 when none).
+  float feedbackGain(uint64_t id) const;
 
   /// Thread-safe: makes the running collective (if any) end with Error(kCommFailed) and fails
   /// the communicator; the thread running it tells the peers. Returns at once.

@@ -101,8 +101,9 @@ struct TensorOpts {
   int bits = 0;                  ///< 0: Options::codec.bits
   std::optional<Algo> algo;      ///< default: Options::algo
   /// Error control of the call's residuals (EncodeParams::feedbackGain), in (0, 1]; 1 = plain error
-  /// feedback. Host buffers only. Set by qcclMomentumAllreduce.
-  float feedbackGain = 1.0f;
+  /// feedback. Host buffers only. Unset: the tensor's own setting (Communicator::setFeedbackGain),
+  /// else 1. Set by qcclMomentumAllreduce.
+  std::optional<float> feedbackGain;
 };
 
 }  // namespace qccl

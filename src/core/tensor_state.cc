@@ -129,6 +129,7 @@ bool TensorStateStore::release(uint64_t id) {
 
 void TensorStateStore::releaseAll() {
   states_.clear();
+  gains_.clear();
   stats_.bytes = 0;
   stats_.tensors = 0;
 }
@@ -210,6 +211,20 @@ bool TensorStateStore::scale(uint64_t id, float factor) {
   if (it->second.worker) it->second.worker->scale(factor);
   if (it->second.owner) it->second.owner->scale(factor);
   return true;
+}
+
+void TensorStateStore::setGain(uint64_t id, float gain) {
+  QCCL_CHECK(gain > 0.0f && gain <= 1.0f, ErrorCode::kInvalidArgument, "tensor state: feedback gain must be in (0, 1]");
+  QCCL_CHECK(id != 0, ErrorCode::kInvalidArgument, "tensor state: id 0 keeps no state, so it takes no feedback gain");
+  if (gain == 1.0f)
+    gains_.erase(id);
+  else
+    gains_[id] = gain;
+}
+
+float TensorStateStore::gain(uint64_t id) const {
+  auto it = gains_.find(id);
+  return it == gains_.end() ? 1.0f : it->second;
 }
 
 TensorStateStats TensorStateStore::stats() const { return stats_; }

@@ -94,6 +94,14 @@ class TensorStateStore {
   /// when `id` has no state. factor must be finite.
   bool scale(uint64_t id, float factor);
 
+  /// Error control of `id`'s calls (EncodeParams::feedbackGain), in (0, 1]; 1 removes the setting.
+  /// A setting, not state: it outlives replaced, evicted and loaded states, and only clearGain()
+  /// or releaseAll() drop it.
+  void setGain(uint64_t id, float gain);
+  /// The gain set for `id`, else 1.
+  float gain(uint64_t id) const;
+  void clearGain(uint64_t id) { gains_.erase(id); }
+
   TensorStateStats stats() const;
 
  private:
@@ -102,6 +110,7 @@ class TensorStateStore {
 
   size_t maxBytes_;
   std::unordered_map<uint64_t, TensorState> states_;
+  std::unordered_map<uint64_t, float> gains_;
   uint64_t tick_ = 0;
   TensorStateStats stats_;
   bool warned_ = false;

@@ -5,7 +5,8 @@
 //  - onebit: a noisy quadratic per rank converges to the average minimizer, replicas bit-identical;
 //  - the rotation: exact with codec none, and closer to the exact average with onebit where a few
 //    elements dominate their buckets; residualDecay scales the residual the call leaves;
-//  - feedbackGain: the codec sees gain times the accumulated error, and the rest is kept;
+//  - feedbackGain: the codec sees gain times the accumulated error, and the rest is kept; the same
+//    for a tensor's own setting (qcclTensorSetFeedbackGain) on qcclAllreduce, Allgather, ReduceScatter;
 //  - bad arguments are refused.
 // Exit status 0 when every check passed on every rank.
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "mpi_check.hpp"
@@ -339,6 +341,82 @@ void checkFeedbackGain(qcclComm_t comm) {
   qcclMomentumDestroy(m);
 }
 
+// qcclTensorSetFeedbackGain: the same check as checkFeedbackGain on plain calls, where the gain is a
+// setting of the tensor: qcclAllreduce over allgather and sra, qcclAllgather and qcclReduceScatter.
+// A tensor with the gain set, called twice, must give the output bits of a tensor without it whose
+// residual is scaled by the gain before its second call, and keep that one's residual plus e - g e.
+// After qcclTensorRelease the setting is gone: both tensors give the same bits again.
+void checkTensorFeedbackGain(qcclComm_t comm) {
+  const float gain = 0.4f;
+  const size_t per = kCount / static_cast<size_t>(gSize), total = per * static_cast<size_t>(gSize);
+  enum Kind { kAllreduceAllgather, kAllreduceSra, kAllgather, kReduceScatter };
+  const char* names[] = {"allreduce (allgather)", "allreduce (sra)", "allgather", "reduce-scatter"};
+  size_t head = 0;
+  for (int kind : {kAllreduceAllgather, kAllreduceSra, kAllgather, kReduceScatter}) {
+    const char* name = names[kind];
+    const size_t in = kind == kAllgather ? per : total;
+    const size_t outCount = kind == kAllgather ? total : kind == kReduceScatter ? per : total;
+    qcclTensorOpts_t oa = QCCL_TENSOR_OPTS_INIT;
+    oa.id = 60 + static_cast<uint64_t>(kind);
+    oa.codec = qcclCodecOneBit;
+    oa.algo = kind == kAllreduceSra ? qcclAlgoSra : qcclAlgoAllgather;
+    qcclTensorOpts_t ob = oa;
+    ob.id = oa.id + 100;
+    auto call = [&](const qcclTensorOpts_t& o, const std::vector<float>& x, std::vector<float>& y) {
+      if (kind == kAllgather) return qcclAllgather(x.data(), y.data(), in, qcclFloat32, &o, comm, nullptr);
+      if (kind == kReduceScatter)
+        return qcclReduceScatter(x.data(), y.data(), per, qcclFloat32, qcclAvg, &o, comm, nullptr);
+      return qcclAllreduce(x.data(), y.data(), in, qcclFloat32, qcclAvg, &o, comm, nullptr);
+    };
+    EXPECT(qcclTensorSetFeedbackGain(comm, oa.id, gain) == qcclSuccess, "%s: set the gain: %s", name,
+           qcclGetLastError(comm));
+    std::vector<float> x(in), ya(outCount), yb(outCount);
+    std::vector<uint8_t> first;
+    for (int round = 0; round < 2; round++) {  // 0: with the gain on oa; 1: after qcclTensorRelease
+      for (int step = 0; step < 2; step++) {
+        for (size_t i = 0; i < in; i++) x[i] = gradient(gRank, step + 2 * round, i, 0.1f);
+        if (step == 1 && round == 0) {
+          first = saveState(comm, oa.id);
+          EXPECT(qcclTensorStateScale(comm, ob.id, gain, nullptr) == qcclSuccess, "%s: scale", name);
+        }
+        EXPECT(call(oa, x, ya) == qcclSuccess, "%s: %s", name, qcclGetLastError(comm));
+        EXPECT(call(ob, x, yb) == qcclSuccess, "%s: %s", name, qcclGetLastError(comm));
+        EXPECT(ya == yb, "%s, round %d, call %d: the outputs differ", name, round, step + 1);
+      }
+      if (round == 0) {
+        const std::vector<uint8_t> ra = saveState(comm, oa.id), rb = saveState(comm, ob.id);
+        if (kind == kAllreduceAllgather && ra.size() > total * sizeof(float)) head = ra.size() - total * sizeof(float);
+        EXPECT(head > 0 && ra.size() == rb.size() && ra.size() == first.size(), "%s: records of %zu, %zu and %zu bytes",
+               name, ra.size(), rb.size(), first.size());
+        if (head > 0 && ra.size() == rb.size() && ra.size() == first.size()) {
+          const std::vector<float> ea = recordResiduals(ra, head), eb = recordResiduals(rb, head),
+                                   e0 = recordResiduals(first, head);
+          size_t wrong = 0, held = 0;
+          for (size_t i = 0; i < ea.size(); i++) {
+            const float scaled = gain * e0[i];
+            const float want = eb[i] + (e0[i] - scaled);
+            wrong += std::fabs(ea[i] - want) > 1e-6f * (std::fabs(want) + std::fabs(e0[i]));
+            held += e0[i] - scaled != 0.0f;
+          }
+          EXPECT(wrong == 0, "%s: %zu of %zu residuals are not the plain ones plus the held part", name, wrong,
+                 ea.size());
+          // (One rank's reduce-scatter encodes nothing: its shard never leaves it.)
+          if (kind != kReduceScatter || gSize > 1)
+            EXPECT(held > ea.size() / 4, "%s: only %zu of %zu residuals held anything back", name, held, ea.size());
+        }
+      }
+      qcclTensorRelease(comm, oa.id);  // frees the state and the setting
+      qcclTensorRelease(comm, ob.id);
+    }
+  }
+  // Bad settings: refused, and a refused one leaves no setting behind.
+  for (float bad : {0.0f, -0.5f, 1.5f, std::nanf(""), std::numeric_limits<float>::infinity()})
+    EXPECT(qcclTensorSetFeedbackGain(comm, 70, bad) == qcclInvalidArgument, "gain %g accepted", bad);
+  EXPECT(qcclTensorSetFeedbackGain(comm, 0, 0.5f) == qcclInvalidArgument, "id 0 accepted a gain");
+  EXPECT(qcclTensorSetFeedbackGain(nullptr, 70, 0.5f) == qcclInvalidArgument, "a NULL comm accepted a gain");
+  EXPECT(qcclTensorSetFeedbackGain(comm, 70, 1.0f) == qcclSuccess, "gain 1 (plain error feedback) refused");
+}
+
 void checkBadArguments(qcclComm_t comm) {
   qcclMomentum_t m = nullptr;
   qcclMomentumConfig_t c = QCCL_MOMENTUM_CONFIG_INIT;
@@ -412,6 +490,7 @@ int main(int argc, char** argv) {
   qcclCommDestroy(onebitComm);
   checkResidualDecay(comm);
   checkFeedbackGain(comm);
+  checkTensorFeedbackGain(comm);
   checkBadArguments(comm);
   qcclCommDestroy(comm);
   int failures = gFailures;
