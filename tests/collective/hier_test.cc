@@ -363,6 +363,40 @@ TEST(Hier, MismatchedCountFailsOnEveryRank) {
   for (int r = 0; r < 4; ++r) EXPECT_TRUE(failed[r]) << "rank " << r;
 }
 
+// Error control (Communicator::setFeedbackGain) reaches hier's inter-host stage: a tensor with gain
+// g gives, on its second call, the bits of a plain tensor whose residuals were scaled by g before it
+// (the codec sees x + g e either way), and differs on the third (it kept the other (1 - g) e).
+TEST(Hier, FeedbackGainReachesTheInterHostStage) {
+  runHosts({0, 0, 1, 1}, testOptions(), [&](Communicator& c, int r) {
+    const size_t count = 30011;
+    TensorOpts a, b;
+    a.id = 5;
+    b.id = 6;
+    a.codec = b.codec = CodecId::kOneBit;
+    a.algo = b.algo = Algo::kHier;
+    c.setFeedbackGain(a.id, 0.5f);
+    EXPECT_EQ(c.feedbackGain(a.id), 0.5f);
+    EXPECT_EQ(c.feedbackGain(b.id), 1.0f);
+    for (int call = 0; call < 3; ++call) {
+      if (call == 1) {
+        EXPECT_TRUE(c.scaleTensorState(b.id, 0.5f));
+      }
+      std::vector<float> x = gaussian(count, 100 * call + r), ya(count), yb(count);
+      c.allreduce(x.data(), ya.data(), count, DataType::kFloat32, RedOp::kAvg, a);
+      c.allreduce(x.data(), yb.data(), count, DataType::kFloat32, RedOp::kAvg, b);
+      if (call < 2) {
+        EXPECT_TRUE(bitEqual(ya, yb)) << "call " << call << ", rank " << r;
+      } else {
+        EXPECT_FALSE(bitEqual(ya, yb)) << "rank " << r << ": the held-back error was not kept";
+      }
+    }
+    c.releaseTensor(a.id);  // frees the setting too
+    EXPECT_EQ(c.feedbackGain(a.id), 1.0f);
+    EXPECT_THROW(c.setFeedbackGain(a.id, 0.0f), Error);
+    EXPECT_THROW(c.setFeedbackGain(0, 0.5f), Error);
+  });
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace qccl
