@@ -269,6 +269,29 @@ std::vector<uint8_t> saveState(qcclComm_t comm, uint64_t id) {
   return rec;
 }
 
+// Error control's residual rule, e_gain = e_plain + (e0 - g e0), checked on the records of the
+// tensor with gain g (`withGain`), the plain one whose residual was scaled by g (`plain`) and the
+// first one's before that call (`before`), each past a header of `head` bytes. Returns the residual
+// count and sets *held to how many of them held something back; 0 when the records do not line up.
+size_t checkHeldBack(const char* name, const std::vector<uint8_t>& withGain, const std::vector<uint8_t>& plain,
+                     const std::vector<uint8_t>& before, size_t head, float gain, size_t* held) {
+  *held = 0;
+  const bool aligned = head > 0 && withGain.size() == plain.size() && withGain.size() == before.size();
+  EXPECT(aligned, "%s: records of %zu, %zu and %zu bytes", name, withGain.size(), plain.size(), before.size());
+  if (!aligned) return 0;
+  const std::vector<float> eg = recordResiduals(withGain, head), ep = recordResiduals(plain, head),
+                           e0 = recordResiduals(before, head);
+  size_t wrong = 0;
+  for (size_t i = 0; i < eg.size(); i++) {
+    const float scaled = gain * e0[i];
+    const float want = ep[i] + (e0[i] - scaled);
+    wrong += std::fabs(eg[i] - want) > 1e-6f * (std::fabs(want) + std::fabs(e0[i]));
+    *held += e0[i] - scaled != 0.0f;
+  }
+  EXPECT(wrong == 0, "%s: %zu of %zu residuals are not the plain ones plus the held part", name, wrong, eg.size());
+  return eg.size();
+}
+
 // feedbackGain g: a call sends u + g e (e the accumulated error) and leaves e + u - C(u + g e). Checked
 // against plain error feedback (gain 1) whose residual is scaled by g before its second call: both
 // codec inputs are then the same, so the directions must be bit-identical, and the gain's residual
@@ -309,23 +332,12 @@ void checkFeedbackGain(qcclComm_t comm) {
     }
     const std::vector<uint8_t> rg = saveState(comm, og.id), r1 = saveState(comm, o1.id);
     if (algo == qcclAlgoAllgather && rg.size() > kCount * sizeof(float)) head = rg.size() - kCount * sizeof(float);
-    EXPECT(head > 0 && rg.size() == r1.size() && rg.size() == first.size(), "%s: records of %zu, %zu and %zu bytes",
-           name, rg.size(), r1.size(), first.size());
-    if (head > 0 && rg.size() == r1.size() && rg.size() == first.size()) {
-      const std::vector<float> eg = recordResiduals(rg, head), e1 = recordResiduals(r1, head),
-                               e0 = recordResiduals(first, head);
-      size_t wrong = 0, held = 0;
-      for (size_t i = 0; i < eg.size(); i++) {
-        const float scaled = gain * e0[i];
-        const float want = e1[i] + (e0[i] - scaled);
-        wrong += std::fabs(eg[i] - want) > 1e-6f * (std::fabs(want) + std::fabs(e0[i]));
-        held += e0[i] - scaled != 0.0f;
-      }
-      EXPECT(wrong == 0, "%s: %zu of %zu residuals are not the plain ones plus the held part", name, wrong, eg.size());
+    size_t held = 0;
+    if (const size_t residuals = checkHeldBack(name, rg, r1, first, head, gain, &held)) {
       // (One rank: sra's worker residual stays zero and its owner's covers the tensor.)
-      EXPECT(held > kCount / 2, "%s: only %zu of %zu residuals held anything back", name, held, eg.size());
+      EXPECT(held > kCount / 2, "%s: only %zu of %zu residuals held anything back", name, held, residuals);
       if (algo == qcclAlgoSra)
-        EXPECT(eg.size() > kCount, "sra: %zu residuals, no owner residual beside the worker's", eg.size());
+        EXPECT(residuals > kCount, "sra: %zu residuals, no owner residual beside the worker's", residuals);
     }
     qcclTensorRelease(comm, og.id);
     qcclTensorRelease(comm, o1.id);
@@ -386,24 +398,11 @@ void checkTensorFeedbackGain(qcclComm_t comm) {
       if (round == 0) {
         const std::vector<uint8_t> ra = saveState(comm, oa.id), rb = saveState(comm, ob.id);
         if (kind == kAllreduceAllgather && ra.size() > total * sizeof(float)) head = ra.size() - total * sizeof(float);
-        EXPECT(head > 0 && ra.size() == rb.size() && ra.size() == first.size(), "%s: records of %zu, %zu and %zu bytes",
-               name, ra.size(), rb.size(), first.size());
-        if (head > 0 && ra.size() == rb.size() && ra.size() == first.size()) {
-          const std::vector<float> ea = recordResiduals(ra, head), eb = recordResiduals(rb, head),
-                                   e0 = recordResiduals(first, head);
-          size_t wrong = 0, held = 0;
-          for (size_t i = 0; i < ea.size(); i++) {
-            const float scaled = gain * e0[i];
-            const float want = eb[i] + (e0[i] - scaled);
-            wrong += std::fabs(ea[i] - want) > 1e-6f * (std::fabs(want) + std::fabs(e0[i]));
-            held += e0[i] - scaled != 0.0f;
-          }
-          EXPECT(wrong == 0, "%s: %zu of %zu residuals are not the plain ones plus the held part", name, wrong,
-                 ea.size());
-          // (One rank's reduce-scatter encodes nothing: its shard never leaves it.)
-          if (kind != kReduceScatter || gSize > 1)
-            EXPECT(held > ea.size() / 4, "%s: only %zu of %zu residuals held anything back", name, held, ea.size());
-        }
+        size_t held = 0;
+        const size_t residuals = checkHeldBack(name, ra, rb, first, head, gain, &held);
+        // (One rank's reduce-scatter encodes nothing: its shard never leaves it.)
+        if (residuals > 0 && (kind != kReduceScatter || gSize > 1))
+          EXPECT(held > residuals / 4, "%s: only %zu of %zu residuals held anything back", name, held, residuals);
       }
       qcclTensorRelease(comm, oa.id);  // frees the state and the setting
       qcclTensorRelease(comm, ob.id);
