@@ -341,9 +341,10 @@ qcclResult_t qcclAllreduceEpilogue(const float* sendbuff, float* recvbuff, size_
 /** qcclAllreduceEpilogue with a prologue too (either function may be NULL, not both):
  *  prologue(user, values, first, count) rewrites elements [first, first + count) of sendbuff in
  *  place, each exactly once, before anything reads them, such as a momentum update that produces
- *  what the call sends. Where the schedule reads the input only in its encodes (allgather-reduce
- *  with a lossy codec), it runs on each pipeline chunk right before that chunk's encode; elsewhere
- *  over the whole input first. Either way the result is bit for bit the prologue over sendbuff, then
+ *  what the call sends. Where the schedule reads each input element once (allgather-reduce and
+ *  sra with a lossy codec), it runs on each pipeline chunk right before that read: the chunk's
+ *  encode, or, for this rank's own shard in sra, the start of its sum; elsewhere over the whole
+ *  input first. Either way the result is bit for bit the prologue over sendbuff, then
  *  qcclAllreduce, then the epilogue. Same restrictions as qcclAllreduceEpilogue. */
 qcclResult_t qcclAllreduceFused(float* sendbuff, float* recvbuff, size_t count, qcclRedOp_t op,
                                 const qcclTensorOpts_t* opts, qcclEpilogueFn_t prologue, qcclEpilogueFn_t epilogue,

@@ -784,8 +784,9 @@ void Communicator::Impl::allreduce(const void* send, void* recv, size_t count, D
       // tensor first (a 64 MiB memcpy per call was a fifth of the CPU of onebit on 4 emulated
       // hosts). The device path keeps the copy.
       const float* in = work;
-      // A prologue at each chunk's encode, where the plan reads the input only there.
-      const bool proInEncode = pro != nullptr && pl.encodesSourceOnce && s.codec.codec != CodecId::kFp32 &&
+      // A prologue at each chunk's one read (its encode, or its owner's raw sum), where the plan
+      // reads the input only there.
+      const bool proInEncode = pro != nullptr && pl.readsSourceOnce && s.codec.codec != CodecId::kFp32 &&
                                !planNeedsDstInit(pl) && !space.isDevice();
       if (!proInEncode) prologueFirst();
       if (dtype == DataType::kFloat32) {

@@ -231,7 +231,7 @@ void Executor::run(const Plan& plan, const float* src, float* dst, const ExecPar
       ErrorCode::kInternalError,
       "executor: outScale or an epilogue on a plan whose last step does not write dst's final values");
   QCCL_CHECK(params.prologue == nullptr ||
-                 (plan.encodesSourceOnce && params.ops == nullptr && params.codec.codec != CodecId::kFp32),
+                 (plan.readsSourceOnce && params.ops == nullptr && params.codec.codec != CodecId::kFp32),
              ErrorCode::kInternalError, "executor: a prologue on a plan that does not encode its source once");
   if (plan.pipelineSteps) {
     runSteps(plan, 0, plan.steps.size(), src, dst, params);
@@ -478,7 +478,8 @@ void Executor::sendChunk(StepState& S, size_t g, size_t k) {
     bytes = c.size() * sizeof(float);
   } else {
     size_t cap = S.sendCapacity(grp.range);
-    if (p.prologue != nullptr) p.prologue->fn(p.prologue->ctx, const_cast<float*>(S.src + c.begin), c.size());
+    if (p.prologue != nullptr && S.si == 0)  // the first step's sends read the source
+      p.prologue->fn(p.prologue->ctx, const_cast<float*>(S.src + c.begin), c.size());
     const Clock::time_point t0 = Clock::now();
     bytes = p.ops ? p.ops->encode(p.codec, S.src + c.begin, res, c.size(), buf, cap, ep)
                   : encode(p.codec, S.src + c.begin, res, c.size(), buf, cap, ep);
@@ -552,6 +553,7 @@ void Executor::recvChunk(StepState& S, size_t r, size_t k, bool first) {
   float* out = S.dst + tr.dstOffset + (c.begin - tr.range.begin);
   const RecvOp op = S.step->op;
   if (S.selfGroup[r] == StepState::kRaw) {  // the first term of a sum: this rank's own values
+    if (p.prologue != nullptr) p.prologue->fn(p.prologue->ctx, const_cast<float*>(S.own + c.begin), c.size());
     const Clock::time_point t0 = Clock::now();
     if (p.ops) {
       p.ops->copyFloats(S.own + c.begin, out, c.size());
@@ -601,6 +603,7 @@ void Executor::recvSumChunk(StepState& S, size_t k) {
   // A raw first receive (this rank's own values) starts the sum instead of a decoding.
   const size_t first = S.selfGroup[0] == StepState::kRaw ? 1 : 0;
   const float* init = first ? S.own + c.begin : nullptr;
+  if (first && p.prologue != nullptr) p.prologue->fn(p.prologue->ctx, const_cast<float*>(init), c.size());
   S.sumInfo.resize(S.nR - first);
   S.sumBuf.resize(S.nR - first);
   for (size_t r = first; r < S.nR; ++r) S.sumBuf[r - first] = takeChunk(S, r, k, &S.sumInfo[r - first]);

@@ -80,8 +80,9 @@ struct ExecParams {
   /// exactly once (DecodeEpilogue; an allreduce's epilogue). The same plans as outScale only.
   const DecodeEpilogue* epilogue = nullptr;
   /// Rewrites each chunk of the source (in place: the caller's writable input) right before the
-  /// chunk's encode, while the encode is about to read it. Only for plans with encodesSourceOnce,
-  /// a lossy codec and no ops; run() throws kInternal otherwise.
+  /// one read of it: the chunk's encode, or the raw receive that starts its owner's sum, while
+  /// that is about to read it. Only for plans with readsSourceOnce, a lossy codec and no ops;
+  /// run() throws kInternal otherwise.
   const DecodeEpilogue* prologue = nullptr;
 };
 

@@ -61,6 +61,7 @@ Plan planSra(int rank, int size, size_t count, size_t bucket) {
   plan.steps.push_back(std::move(gather));
   plan.pipelineSteps = true;
   plan.lastStepWritesFinal = true;
+  plan.readsSourceOnce = true;  // step 1 sends the reduced shard from dst
   return plan;
 }
 
@@ -74,6 +75,7 @@ Plan planReduceScatter(int rank, int size, size_t shardCount) {
   plan.ownerRange = plan.shards[rank];
   plan.steps.push_back(scatterStep(rank, size, plan.shards, 0));
   plan.lastStepWritesFinal = true;
+  plan.readsSourceOnce = true;
   return plan;
 }
 
@@ -139,7 +141,7 @@ Plan planEveryoneToEveryone(int rank, int size, size_t count, RecvOp op) {
   }
   plan.steps.push_back(std::move(st));
   plan.lastStepWritesFinal = true;
-  plan.encodesSourceOnce = true;
+  plan.readsSourceOnce = true;
   return plan;
 }
 }  // namespace

@@ -73,11 +73,12 @@ struct Plan {
   /// average's 1/n may then be applied there, while the decoded values are in cache
   /// (ExecParams::outScale), instead of in a pass of its own.
   bool lastStepWritesFinal = false;
-  /// Every element of the source is read once, by the encode of its chunk in the first step, and by
-  /// nothing else (no raw receive: the self receive decodes this rank's own encoding), as in
-  /// allgather-reduce: a prologue may rewrite each chunk of the source right before its encode
+  /// Every element of the source is read once, in the first step, and by nothing else: by the
+  /// encode of its chunk (allgather-reduce: the self receive decodes this rank's own encoding), or
+  /// by the raw receive that starts its owner's sum (sra's and reduce-scatter's own shard). A
+  /// prologue may then rewrite each chunk of the source right before that read
   /// (ExecParams::prologue).
-  bool encodesSourceOnce = false;
+  bool readsSourceOnce = false;
 };
 
 /// True if the plan reads this rank's own data from dst (a kAccumulate step adds to it), so that an
