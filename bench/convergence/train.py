@@ -92,6 +92,8 @@ def parse_args():
                     "(qccl.momentum, \"Reconciliation\")")
     ap.add_argument("--no-reconcile", dest="reconcile", action="store_const", const="false",
                     help="the same as --reconcile false")
+    ap.add_argument("--feedback-gain", type=float, default=None,
+                    help="qccl variants: HookState(..., feedback_gain=...) (default: the hook's choice)")
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--out", help="JSON file written by rank 0")
     return ap.parse_args()
@@ -145,6 +147,8 @@ def make_hook(kind: str, ddp: DDP, opt, codec, bits, scheme, args, task: Task, m
         one_bit_sgd = codec in ("onebit", "signscale") and isinstance(opt, torch.optim.SGD) and chosen != "plain"
         if args.hook_warmup < 0 and (chosen == "onebit_adam" or one_bit_sgd):
             warm = max(1, task.steps // 10)
+    if args.feedback_gain is not None:
+        kw["feedback_gain"] = args.feedback_gain
     if args.clip > 0 and args.clip_in_hook:
         kw["clip_grad_norm"] = args.hook_clip or args.clip
     state = qtorch.HookState(comm, warmup_steps=warm, **kw)
@@ -206,6 +210,8 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
     res: Dict[str, Any] = {"variant": variant, "wall_s": wall, "train_s": wall - eval_s, "steps": task.steps}
     if state is not None:
         res["hook_warmup_steps"] = state.warmup_steps
+        res["algo"] = state.algo
+        res["feedback_gain"] = state.feedback_gain
     if failed:
         errors = [e for e in mpi.allgather(error) if e]
         res["error"] = errors[0] if errors else "failed on another rank"

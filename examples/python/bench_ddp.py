@@ -58,11 +58,12 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--codecs", default="onebit,maxmin:4",
-                    help="qccl codecs, codec[:bits][+m|+mu|+mr|+ma][+hc][@algo] separated by commas; +m: "
+                    help="qccl codecs, codec[:bits][+m|+mu|+mr|+ma][+hc][/G][@algo] separated by commas; +m: "
                          "HookState(optimizer=opt); +mu / +mr: the same with reconcile=False / True; +ma: with "
                          "every momentum pass outside the exchange (fuse=False); +hc: clip "
                          "in the hook "
-                         "(--clip); @sra or @allgather: that variant's algorithm (overrides --algo)")
+                         "(--clip); /G: HookState(..., feedback_gain=G) (error control; default: the hook's); "
+                         "@sra or @allgather: that variant's algorithm (overrides --algo)")
     ap.add_argument("--algo", choices=("sra", "allgather"),
                     help="the qccl hook's algorithm for compressed parts (default: HookState's choice)")
     ap.add_argument("--momentum", type=float, default=0.0,
@@ -248,6 +249,8 @@ def main():
         if algo and algo not in ("sra", "allgather"):
             raise SystemExit(f"--codecs {spec!r}: the algorithm after @ must be sra or allgather")
         algo = algo or args.algo
+        base_spec, _, gain = base_spec.partition("/")
+        gain = float(gain) if gain else None
         hook_clip = base_spec.endswith("+hc")
         if hook_clip and args.clip <= 0:
             raise SystemExit(f"--codecs {spec!r}: +hc needs --clip")
@@ -260,13 +263,13 @@ def main():
                           .partition(":"))
         bits = int(bits) if bits else None
         if aware:
-            def state(opt, codec=codec, bits=bits, algo=algo, reconcile=reconcile, clip=clip, fuse=fuse):
+            def state(opt, codec=codec, bits=bits, algo=algo, reconcile=reconcile, clip=clip, fuse=fuse, gain=gain):
                 st = qtorch.HookState(comm, codec=codec, bits=bits, algo=algo, optimizer=opt, reconcile=reconcile,
-                                      clip_grad_norm=clip)
+                                      clip_grad_norm=clip, feedback_gain=gain)
                 st.momentum.fuse = fuse
                 return st
         else:
-            state = qtorch.HookState(comm, codec=codec, bits=bits, algo=algo, clip_grad_norm=clip)
+            state = qtorch.HookState(comm, codec=codec, bits=bits, algo=algo, clip_grad_norm=clip, feedback_gain=gain)
         variants.append((f"qccl-{spec}", qtorch.allreduce_hook, state))
 
     results = []

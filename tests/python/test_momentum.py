@@ -463,6 +463,60 @@ def test_checkpoint_resume_continues_the_trajectory(gloo, comm):
         assert digest(resumed(False).module) != digest(model.module)
 
 
+def test_feedback_gain_defaults_and_algorithm(comm):
+    # optimizer= with the dgc scheme and a 1-bit codec: error control at DEFAULT_FEEDBACK_GAIN, and
+    # with it sra for the 1-bit codecs on 3+ ranks; plain error feedback picks allgather there.
+    model = make_model()
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    flat = "sra" if comm.size >= 3 else "allgather"
+    st = qtorch.HookState(comm, codec="onebit", optimizer=sgd)
+    assert (st.feedback_gain, st.algo, st.algo_cuda) == (qtorch.DEFAULT_FEEDBACK_GAIN, flat, "allgather")
+    assert qtorch.DEFAULT_FEEDBACK_GAIN == 0.5
+    st = qtorch.HookState(comm, codec="signscale", optimizer=sgd, feedback_gain=1.0)
+    assert (st.feedback_gain, st.algo) == (1.0, "allgather")
+    st = qtorch.HookState(comm, codec="onebit", optimizer=sgd, feedback_gain=0.25, algo="allgather")
+    assert (st.feedback_gain, st.algo) == (0.25, "allgather")
+    st = qtorch.HookState(comm, codec="maxmin", bits=4, optimizer=sgd)  # multi-bit: plain error feedback
+    assert (st.feedback_gain, st.algo) == (1.0, flat)
+    for kw in (dict(codec="onebit"), dict(codec="none", optimizer=sgd),
+               dict(codec="onebit", optimizer=torch.optim.AdamW(model.parameters()))):
+        assert qtorch.HookState(comm, **kw).feedback_gain == 1.0, kw  # without optimizer, dgc or a codec
+    assert qtorch.HookState(comm, codec="onebit", feedback_gain=0.5).feedback_gain == 0.5
+    for bad in (0.0, -1.0, 1.5, float("nan")):
+        with pytest.raises(qccl.Error, match="feedback_gain"):
+            qtorch.HookState(comm, codec="onebit", optimizer=sgd, feedback_gain=bad)
+    for bad in (0.0, 2.0, float("inf")):
+        with pytest.raises(qccl.Error, match="gain"):
+            comm.set_feedback_gain(5, bad)
+    with pytest.raises(qccl.Error, match="id 0"):
+        comm.set_feedback_gain(0, 0.5)
+
+
+def test_feedback_gain_reaches_the_library(gloo, comm):
+    # The hook's gain g is the library's error control on its compressed tensors: over two steps it
+    # gives, bit for bit, what plain error feedback gives when its residuals are scaled by g by hand
+    # between them (the codec sees u + g e either way); the third step differs, because error
+    # control kept the other (1 - g) e where the hand-scaled run dropped it.
+    base = make_model()
+    models, states = [], []
+    for gain in (0.5, 1.0):
+        m = DDP(copy.deepcopy(base))
+        opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+        st = qtorch.HookState(comm, codec="onebit", min_compress_numel=1000, optimizer=opt, feedback_gain=gain,
+                              algo="sra" if comm.size >= 3 else "allgather")
+        m.register_comm_hook(st, qtorch.allreduce_hook)
+        models.append((m, opt))
+        states.append(st)
+    rank = gloo.get_rank()
+    train(models, rank, 2)  # past DDP's bucket rebuild after the first step (new layouts, new residuals)
+    ids = sorted({i for plan in states[1]._plans.values() for i in plan.ids})
+    assert sum(comm.scale_tensor_state(i, 0.5) for i in ids) >= 1  # the hand-scaled run's residuals
+    train(models, rank, 1, start=2)
+    assert digest(models[0][0].module) == digest(models[1][0].module)
+    train(models, rank, 1, start=3)
+    assert digest(models[0][0].module) != digest(models[1][0].module)
+
+
 @pytest.mark.parametrize("codec,name", [("onebit", "sgd_momentum"), ("signscale", "sgd_nesterov_wd"),
                                         ("maxmin", "adamw")])
 def test_lossy_codec_trains_and_replicas_stay_identical(gloo, mpi, comm, codec, name):

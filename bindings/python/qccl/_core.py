@@ -313,6 +313,14 @@ class Communicator:
         with self._lock:
             return self._comm.scale_tensor_state(int(tensor_id), float(factor))
 
+    def set_feedback_gain(self, tensor_id: int, gain: float) -> None:
+        """Error control for ``tensor_id`` (``qcclTensorSetFeedbackGain``): its encodes send the
+        input plus ``gain`` times the accumulated error and keep the rest, instead of sending all of
+        it (EControl, Gao, Islamov and Stich, ICLR 2024). ``gain`` in (0, 1]; 1 is plain error
+        feedback. Host tensors only. Kept until :meth:`release`."""
+        with self._lock:
+            self._comm.set_feedback_gain(int(tensor_id), float(gain))
+
     def interrupt(self) -> None:
         """From any thread: makes the collective running on this communicator (and every later
         call) raise ``qcclCommFailed`` within milliseconds. Then :meth:`abort` or :meth:`destroy`."""

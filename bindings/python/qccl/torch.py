@@ -73,6 +73,9 @@ __all__ = ["HookState", "allreduce_hook"]
 _ID_BASE = 0x7163636C << 32  # "qccl" in the high bits: keeps hook ids apart from a user's ids
 _ONE_BIT = ("onebit", "signscale")
 _MAX_ALLGATHER_RANKS = 8  # allgather sends n - 1 encoded copies per rank, sra 2 (n - 1) / n
+# optimizer= with the dgc scheme and a 1-bit codec: the error control the hook sets when given no
+# feedback_gain (bench/RESULTS.md, "Error control in the DDP hook").
+DEFAULT_FEEDBACK_GAIN = 0.5
 _EXIT_DRAIN_SECONDS = 30.0  # at interpreter exit, how long queued buckets may take before interrupt
 _STOP = object()  # the worker's end-of-queue marker
 _HELD = object()  # a job's result when it completes its future later (clip_grad_norm)
@@ -95,6 +98,7 @@ class _BucketPlan:
     own: List[Tuple[int, int, int]] = field(default_factory=list)  # (offset, numel, id): a call each, no copy
     restore: List[Tuple[int, bytes]] = field(default_factory=list)  # (id, saved residual) from a checkpoint
     unmatched: bool = False  # made while a checkpoint's residuals waited and none had its layout
+    gain_set: bool = False  # the compressed ids carry the state's feedback gain (set by the worker)
 
     @property
     def ids(self) -> List[int]:
@@ -111,8 +115,10 @@ class HookState:
         bits: maxmin bits (2, 4 or 8); None for the communicator's default (4).
         algo: ``sra`` or ``allgather`` for compressed parts; None picks sra for 3+ ranks and
             allgather for 2, whatever the communicator's minimum compressed size says (this
-            hook's own filter already decided what to compress); with ``optimizer`` and a 1-bit
-            codec (onebit, signscale) on up to 8 ranks, None picks allgather.
+            hook's own filter already decided what to compress); with ``optimizer``, a 1-bit codec
+            (onebit, signscale) and plain error feedback (``feedback_gain`` 1) on up to 8 ranks,
+            None picks allgather: sra's second quantization trains worse there without error
+            control.
         min_compress_numel: parameters with fewer elements are sent as fp32.
         compress_1d: also compress 1-D parameters (biases, norms); off by default.
         warmup_steps: the first steps (counted by the last bucket of each backward) are fp32.
@@ -154,13 +160,21 @@ class HookState:
             with ``get_scale()``) whose scaled gradients reach the hook: residuals are rescaled
             when the scale changes and rolled back over steps the scaler skipped (module doc).
             With ``optimizer``, the local momenta are kept unscaled and rolled back too.
+        feedback_gain: error control of the compressed tensors' residuals
+            (:meth:`qccl.Communicator.set_feedback_gain`; EControl, Gao, Islamov and Stich, ICLR
+            2024, without its gradient-difference term): each exchange sends what it sends plus
+            ``feedback_gain`` times the accumulated codec error, and keeps the rest for later
+            exchanges, instead of sending all of it at once. In (0, 1]; 1 is plain error feedback.
+            None: ``DEFAULT_FEEDBACK_GAIN`` (0.5) with ``optimizer``, the ``dgc`` scheme and a 1-bit
+            codec (onebit, signscale), else 1. CPU buckets only: CUDA buckets take 1 (an explicit
+            gain below 1 with them raises).
     """
 
     def __init__(self, comm: Optional[Communicator] = None, codec: str = "onebit", bits: Optional[int] = None,
                  algo: Optional[str] = None, min_compress_numel: int = 1024, compress_1d: bool = False,
                  warmup_steps: int = 0, async_op: bool = True, *, optimizer: Any = None,
                  scheme: Optional[str] = None, grad_scaler: Any = None, reconcile: Union[bool, str] = "auto",
-                 clip_grad_norm: Optional[float] = None):
+                 clip_grad_norm: Optional[float] = None, feedback_gain: Optional[float] = None):
         if comm is None:
             import os
 
@@ -179,10 +193,6 @@ class HookState:
         self.codec = codec.lower()
         self.bits = bits
         self.algo = algo or ("sra" if comm.size >= 3 else "allgather")
-        if algo is None and optimizer is not None and self.codec in _ONE_BIT and comm.size <= _MAX_ALLGATHER_RANKS:
-            # One quantization stage for the momentum: sra's owners re-quantize the averaged
-            # momentum, which measured worse (bench/RESULTS.md, "Momentum-aware compression").
-            self.algo = "allgather"
         self.min_compress_numel = int(min_compress_numel)
         self.compress_1d = bool(compress_1d)
         self.warmup_steps = int(warmup_steps)
@@ -238,6 +248,22 @@ class HookState:
                 if scheme == "onebit_adam" and self.warmup_steps == 0:
                     self.warmup_steps = ADAM_WARMUP_STEPS
             self.momentum = MomentumCorrection(optimizer, scheme, self.warmup_steps, reconcile)
+        if feedback_gain is not None and not (0.0 < float(feedback_gain) <= 1.0):
+            raise Error(f"feedback_gain must be in (0, 1], not {feedback_gain!r}", INVALID_ARGUMENT)
+        self._gain_asked = feedback_gain is not None
+        if feedback_gain is None:
+            dgc = self.momentum is not None and self.momentum.scheme == "dgc"
+            feedback_gain = DEFAULT_FEEDBACK_GAIN if dgc and self.codec in _ONE_BIT else 1.0
+        self.feedback_gain = float(feedback_gain)
+        # One quantization stage for the momentum where there is no error control: sra's owners
+        # re-quantizing the averaged momentum measured worse (bench/RESULTS.md, "Momentum-aware
+        # compression"; "Error control in the DDP hook" for sra with it). CUDA buckets take no
+        # error control, so they keep that choice (algo_cuda).
+        one_stage = algo is None and optimizer is not None and self.codec in _ONE_BIT \
+            and comm.size <= _MAX_ALLGATHER_RANKS
+        self.algo_cuda = "allgather" if one_stage else self.algo
+        if one_stage and self.feedback_gain == 1.0:
+            self.algo = "allgather"
 
     @property
     def lossless(self) -> bool:
@@ -327,6 +353,14 @@ class HookState:
             if data:
                 self.comm.load_tensor_state(tensor_id, data, device=self._cuda)
         plan.restore = []
+        if self._cuda and self._gain_asked and self.feedback_gain != 1.0:
+            raise Error("feedback_gain below 1 takes CPU buckets (qccl's device path has no error control)",
+                        INVALID_ARGUMENT)
+        if not plan.gain_set and not self._cuda:
+            if self.feedback_gain != 1.0 and not warm:
+                for tensor_id in [plan.compressed_id] + [i for _, _, i in plan.own]:
+                    self.comm.set_feedback_gain(tensor_id, self.feedback_gain)
+            plan.gain_set = not warm
         if self._clip_factor < 1.0:
             buf.mul_(self._clip_factor)  # clip_grad_norm: before anything reads this rank's gradient
         mc = self.momentum
@@ -404,7 +438,7 @@ class HookState:
         if warm or not (plan.compressed or plan.own):
             self._call(buf, 0, buf.numel(), fusable, done, sources, op="avg", codec="none", tensor_id=plan.raw_id)
             return done
-        opts = dict(op="avg", codec=self.codec, bits=self.bits, algo=self.algo)
+        opts = dict(op="avg", codec=self.codec, bits=self.bits, algo=self.algo_cuda if self._cuda else self.algo)
         for o, n, tensor_id in plan.own:
             self._call(buf, o, n, fusable, done, sources, tensor_id=tensor_id, **opts)
         for segments, call in ((plan.compressed, dict(opts, tensor_id=plan.compressed_id)),

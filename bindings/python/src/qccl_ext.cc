@@ -757,6 +757,11 @@ NB_MODULE(_qccl, m) {
                       [&](qcclComm_t c) { return qcclTensorStateScale(c, id, factor, &found); });
              return found != 0;
            })
+      .def("set_feedback_gain",
+           [](Comm& self, uint64_t id, float gain) {
+             self.run("qcclTensorSetFeedbackGain",
+                      [&](qcclComm_t c) { return qcclTensorSetFeedbackGain(c, id, gain); });
+           })
       .def("allreduce", &allreduce, nb::arg("send").noconvert(), nb::arg("recv").noconvert(), nb::arg("op"),
            nb::arg("id"), nb::arg("codec"), nb::arg("bits"), nb::arg("algo"), nb::arg("stream"))
       .def("allreduce_corrected", &allreduceCorrected, nb::arg("send").noconvert(), nb::arg("recv").noconvert(),
