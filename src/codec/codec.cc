@@ -353,13 +353,17 @@ size_t encodeWith(const Kernels& k, const CodecConfig& cfg, const float* in, flo
     ctx.streaming = span >= kStreamEncodeElems;
     ctx.prefetch = span >= kPrefetchEncodeElems;
     BucketEncodeFn fn = k.bucketEncode[static_cast<int>(r.codec)];
+    // A kernel that does error control itself reads the caller's residual, as without it, and
+    // saves the two passes over the L1 buffer (and prefetches the real next residual).
+    const bool wrap = control && !k.bucketEncodeGain[static_cast<int>(r.codec)];
+    if (control && !wrap) ctx.gain = gain;
     uint8_t* p = payload;
     for (size_t base = 0; base < n; base += r.bucket) {
       uint32_t m = static_cast<uint32_t>(n - base < r.bucket ? n - base : r.bucket);
       float* res = residual ? residual + base : nullptr;
-      if (control) holdBack(res, m);
-      nonFinite |= fn(ctx, in + base, control ? fed.data() : res, m, base, p);
-      if (control) addBack(res, m);
+      if (wrap) holdBack(res, m);
+      nonFinite |= fn(ctx, in + base, wrap ? fed.data() : res, m, base, p);
+      if (wrap) addBack(res, m);
       p += math::bucketBlockBytes(r.codec, r.bits, m);
     }
   }

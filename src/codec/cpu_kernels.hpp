@@ -65,6 +65,9 @@ struct BucketCtx {
   /// whatever wrote it, and the prefetches only cost instructions. Judged by the range the call is
   /// a piece of (EncodeParams::spanElems) where that is larger than the call.
   bool prefetch = false;
+  /// Error control (EncodeParams::feedbackGain) inside the kernel, for the kernels that take it
+  /// (Kernels::bucketEncodeGain); 1 for the others, which encodeWith feeds g * residual instead.
+  float gain = 1.0f;
 };
 
 /// Encode calls of at least this many elements (or pieces of a range of that many,
@@ -111,6 +114,10 @@ struct Kernels {
   BucketEncodeFn bucketEncode[kNumCodecs];  // entries for the bucket codecs only
   BucketDecodeFn bucketDecode[kNumCodecs];
   BucketDecodeSumFn bucketDecodeSum[kNumCodecs];  ///< optional (null: one bucketDecode per source)
+  /// bucketEncode[c] does error control itself (BucketCtx::gain), with the bits and the residual
+  /// encodeWith's generic error control would give: it sees in + g r, and keeps what it leaves
+  /// plus r - g r.
+  bool bucketEncodeGain[kNumCodecs];
 };
 
 const Kernels& scalarKernels();

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <vector>
 
 #include "codec/cpu_kernels.hpp"
 #include "qccl/error.hpp"
@@ -165,10 +166,50 @@ QCCL_TARGET_AVX2 bool encodeSignT(const BucketCtx& ctx, const float* in, float* 
   return false;
 }
 
+// Error control (BucketCtx::gain = g) in the staged path: v = in + g r staged, the bits from v, and
+// res = (v - decoded(v)) + (r - g r), each float rounded as encodeWith's generic error control
+// rounds it (g r, then in + g r; the kernel's v - decoded(v), then plus r - g r), so the bits and
+// residuals are the same. A bucket the vector path does not take goes that generic way.
+template <bool kOneBit>
+QCCL_TARGET_AVX2 bool encodeSignGain(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
+                                     uint8_t* block) {
+  const CodecId c = kOneBit ? CodecId::kOneBit : CodecId::kSignScale;
+  const __m256 g = _mm256_set1_ps(ctx.gain);
+  float* v = ctx.scratch;
+  if (m % 32 == 0) {
+    for (uint32_t i = 0; i < m; i += 8)
+      _mm256_storeu_ps(v + i, _mm256_add_ps(_mm256_loadu_ps(in + i), _mm256_mul_ps(g, _mm256_loadu_ps(res + i))));
+    if (ctx.prefetch)  // as in encodeSign
+      for (uint32_t i = 0; i < m; i += 16) {
+        _mm_prefetch(reinterpret_cast<const char*>(in + m + i), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(res + m + i), _MM_HINT_T0);
+      }
+    if (!encodeSignT<false, kOneBit>(ctx, v, nullptr, m, base, block)) {
+      const float hi = loadF32(block);
+      const __m256 h = _mm256_set1_ps(hi), l = _mm256_set1_ps(kOneBit ? loadF32(block + 4) : -hi),
+                   zero = _mm256_setzero_ps();
+      for (uint32_t i = 0; i < m; i += 8) {
+        const __m256 x = _mm256_loadu_ps(v + i), r = _mm256_loadu_ps(res + i);
+        const __m256 left = _mm256_sub_ps(x, _mm256_blendv_ps(l, h, _mm256_cmp_ps(x, zero, _CMP_GE_OQ)));
+        _mm256_storeu_ps(res + i, _mm256_add_ps(left, _mm256_sub_ps(r, _mm256_mul_ps(g, r))));
+      }
+      return false;
+    }
+  }
+  // (The scalar kernels stage v in ctx.scratch, so g r goes into a buffer of its own.)
+  thread_local std::vector<float> fed;
+  if (fed.size() < m) fed.resize(m);
+  for (uint32_t i = 0; i < m; ++i) fed[i] = ctx.gain * res[i];
+  const bool nonFinite = scalarEncode(c, ctx, in, fed.data(), m, base, block);
+  for (uint32_t i = 0; i < m; ++i) res[i] = fed[i] + (res[i] - ctx.gain * res[i]);
+  return nonFinite;
+}
+
 template <bool kOneBit>
 QCCL_TARGET_AVX2 bool encodeSign(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
                                  uint8_t* block) {
   const CodecId c = kOneBit ? CodecId::kOneBit : CodecId::kSignScale;
+  if (res != nullptr && ctx.gain != 1.0f) return encodeSignGain<kOneBit>(ctx, in, res, m, base, block);
   if (m % 32) return scalarEncode(c, ctx, in, res, m, base, block);
   if (res == nullptr) return encodeSignT<false, kOneBit>(ctx, in, res, m, base, block);
   if (!ctx.streaming || ctx.scratch == nullptr) return encodeSignT<true, kOneBit>(ctx, in, res, m, base, block);
@@ -574,6 +615,7 @@ const Kernels* avx2Kernels() {
     r.bucketDecode[(int)CodecId::kSignScale] = decodeSign<false>;
     r.bucketDecodeSum[(int)CodecId::kOneBit] = decodeSignSum<true>;
     r.bucketDecodeSum[(int)CodecId::kSignScale] = decodeSignSum<false>;
+    r.bucketEncodeGain[(int)CodecId::kOneBit] = r.bucketEncodeGain[(int)CodecId::kSignScale] = true;
     r.bucketEncode[(int)CodecId::kMaxMin] = encodeMaxMin;
     r.bucketDecode[(int)CodecId::kMaxMin] = decodeMaxMin;
     r.bucketEncode[(int)CodecId::kDyn8] = encodeDyn8;

@@ -90,7 +90,7 @@ struct IsaRun {
 };
 
 IsaRun runWith(const cpu::Kernels& k, const CodecConfig& cfg, const std::vector<float>& g, const std::vector<float>* r0,
-               const std::vector<float>& acc, uint64_t off, uint64_t span = 0) {
+               const std::vector<float>& acc, uint64_t off, uint64_t span = 0, float gain = 1.0f) {
   IsaRun out;
   const size_t n = g.size();
   out.wire.resize(encodedBytes(cfg, n));
@@ -98,6 +98,7 @@ IsaRun runWith(const cpu::Kernels& k, const CodecConfig& cfg, const std::vector<
   EncodeParams p;
   p.rngOffset = off;
   p.spanElems = span;
+  p.feedbackGain = gain;
   cpu::encodeWith(k, cfg, g.data(), r0 ? out.residual.data() : nullptr, n, out.wire.data(), out.wire.size(), p);
   out.decoded.resize(n);
   cpu::decodeWith(k, out.wire.data(), out.wire.size(), out.decoded.data(), n, false);
@@ -211,6 +212,30 @@ TEST_P(IsaEquivalence, LongCallsStreamTheSameBits) {
       EXPECT_TRUE(sameBits(cached, streamed, &where)) << where;
       EXPECT_TRUE(sameBits(cached, shifted, &where)) << where;
     }
+}
+
+// Error control (EncodeParams::feedbackGain): a vector kernel that does it itself
+// (Kernels::bucketEncodeGain: the AVX2 sign encodes) gives the bits and residuals of the scalar
+// kernel under encodeWith's generic error control, in cache, streamed and prefetched, on the edge
+// data (non-finite and overflowing buckets take its fallback) and on buckets that are not a
+// multiple of 32 elements.
+TEST_P(IsaEquivalence, ErrorControlMatchesScalar) {
+  const auto isas = vectorIsas();
+  if (isas.empty()) GTEST_SKIP() << "no vector ISA on this CPU";
+  const CodecConfig cfg = GetParam();
+  for (size_t n : {33ul, 512ul, 1000ul, 4037ul, 70001ul, cpu::kPrefetchEncodeElems + 4037})
+    for (float gain : {0.3f, 0.5f})
+      for (uint64_t span : {uint64_t{0}, uint64_t{cpu::kPrefetchEncodeElems}}) {
+        if (span != 0 && n > 4037) continue;
+        std::vector<float> g = edgeData(n, static_cast<uint32_t>(n) + 5), r = gaussian(n, 9, 0.05f),
+                           acc = gaussian(n, 10);
+        IsaRun ref = runWith(cpu::scalarKernels(), cfg, g, &r, acc, n * 3, span, gain);
+        for (const cpu::Kernels* k : isas) {
+          SCOPED_TRACE(std::string(k->isa) + " n=" + std::to_string(n) + " gain " + std::to_string(gain) +
+                       (span ? " (a chunk of a long range)" : ""));
+          expectSame(ref, runWith(*k, cfg, g, &r, acc, n * 3, span, gain));
+        }
+      }
 }
 
 // decodeSumParsed (the executor's kSum receive) is, bit for bit, the decodes added one after the
