@@ -72,9 +72,9 @@ after the exchange (``MomentumCorrection.fuse = False``), without that pass's re
 whole average: on 25.6M elements over 4 local ranks 10-16 ms less CPU per rank and call. A parameter
 that is a call of its own (a large weight) also sends its local momentum ``u`` as the call's input,
 out of place, instead of a copy written into the bucket first, and its local pass runs as the
-exchange's prologue (``qcclAllreduceFused``): on each pipeline chunk right before that chunk's
-encode where the schedule encodes the input once (allgather-reduce, the hook's choice with a 1-bit
-codec), else over the input before the call. The corrected pass inside the decode and the momentum
+exchange's prologue (``qcclAllreduceFused``): on each pipeline chunk right before the one read of
+it where the schedule reads the input once (its encode in allgather-reduce and sra, or the owner's
+raw sum of its own shard in sra), else over the input before the call. The corrected pass inside the decode and the momentum
 sent out of place took 17 ms of CPU per rank and 34 ms off the 25.6M-parameter DDP step
 (bench/RESULTS.md, "The corrected pass inside the last decode"). Loss-scaled gradients
 (``GradScaler``) and ``maximize`` keep the passes as they were.
