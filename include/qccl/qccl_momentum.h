@@ -76,9 +76,11 @@
  * wide layer at a constant learning rate the 1-bit runs went from 1.10x exact averaging's final
  * loss to 0.94x, and on its default model from 1.003x to 0.999x (examples/cpp/README.md). It acts
  * on every residual of opts->id (with sra, the owners' too), for any codec with error feedback,
- * inside the encode: each bucket's residual is split in L1, so no extra pass over memory. Cost on
- * one rank of the 2-core development machine: +10-16 ms per call on 25.6M elements (91-94 ms
- * without; bench/RESULTS.md, "Error control").
+ * inside the encode, with no extra pass over memory: the AVX2 onebit/signscale kernels do it
+ * themselves, the other kernels see each bucket's residual split in L1. Cost on one rank of the
+ * 2-core development machine, onebit on 25.6M elements: +2.8-4.1 ms per call in the AVX2 kernel,
+ * +12-14 ms through the split (87-91 ms without; bench/RESULTS.md, "Error control"). The same
+ * control for plain calls is a setting of the tensor: qcclTensorSetFeedbackGain (qccl.h).
  *
  * The local velocity differs across ranks by design; the returned direction is the same on every
  * rank, so replicas that start equal stay bit-identical. Host memory only (stream must be NULL);
