@@ -232,7 +232,7 @@ void Executor::run(const Plan& plan, const float* src, float* dst, const ExecPar
       "executor: outScale or an epilogue on a plan whose last step does not write dst's final values");
   QCCL_CHECK(params.prologue == nullptr ||
                  (plan.readsSourceOnce && params.ops == nullptr && params.codec.codec != CodecId::kFp32),
-             ErrorCode::kInternalError, "executor: a prologue on a plan that does not encode its source once");
+             ErrorCode::kInternalError, "executor: a prologue on a plan that does not read its source once");
   if (plan.pipelineSteps) {
     runSteps(plan, 0, plan.steps.size(), src, dst, params);
   } else {
