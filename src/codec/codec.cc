@@ -328,22 +328,14 @@ size_t encodeWith(const Kernels& k, const CodecConfig& cfg, const float* in, flo
   // Pieces of at most `piece` elements (a bucket; the casts, which have none, 4096).
   const size_t piece = isCast(r.codec) ? 4096 : r.bucket;
   thread_local std::vector<float> fed;
-  auto holdBack = [&](const float* res, size_t m) {
-    if (fed.size() < piece) fed.resize(piece);
-    for (size_t i = 0; i < m; i++) fed[i] = gain * res[i];
-  };
-  // The caller's residual is still the old one here (the kernel wrote `fed`): the part held back,
-  // r - g r, is computed again from it, the same float as fed's.
-  auto addBack = [&](float* res, size_t m) {
-    for (size_t i = 0; i < m; i++) res[i] = fed[i] + (res[i] - gain * res[i]);
-  };
+  if (control && fed.size() < piece) fed.resize(piece);
   if (n > 0 && isCast(r.codec) && control) {
     for (size_t base = 0; base < n; base += piece) {
       const size_t m = n - base < piece ? n - base : piece;
-      holdBack(residual + base, m);
       // A cast's payload is element by element: element `base` starts at payloadBytes(base).
-      nonFinite |= k.castEncode[static_cast<int>(r.codec)](in + base, fed.data(), m, payload + payloadBytes(r, base));
-      addBack(residual + base, m);
+      nonFinite |= encodeHeldBack(residual + base, m, gain, fed.data(), [&](float* f) {
+        return k.castEncode[static_cast<int>(r.codec)](in + base, f, m, payload + payloadBytes(r, base));
+      });
     }
   } else if (n > 0 && isCast(r.codec)) {
     nonFinite = k.castEncode[static_cast<int>(r.codec)](in, residual, n, payload);
@@ -361,9 +353,11 @@ size_t encodeWith(const Kernels& k, const CodecConfig& cfg, const float* in, flo
     for (size_t base = 0; base < n; base += r.bucket) {
       uint32_t m = static_cast<uint32_t>(n - base < r.bucket ? n - base : r.bucket);
       float* res = residual ? residual + base : nullptr;
-      if (wrap) holdBack(res, m);
-      nonFinite |= fn(ctx, in + base, wrap ? fed.data() : res, m, base, p);
-      if (wrap) addBack(res, m);
+      if (wrap)
+        nonFinite |=
+            encodeHeldBack(res, m, gain, fed.data(), [&](float* f) { return fn(ctx, in + base, f, m, base, p); });
+      else
+        nonFinite |= fn(ctx, in + base, res, m, base, p);
       p += math::bucketBlockBytes(r.codec, r.bits, m);
     }
   }

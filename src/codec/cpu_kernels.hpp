@@ -70,6 +70,20 @@ struct BucketCtx {
   float gain = 1.0f;
 };
 
+/// Error control around one encode of m elements (EncodeParams::feedbackGain = gain): encode(fed)
+/// runs on fed = gain * res (m floats of the caller's), and res becomes what it leaves in fed plus
+/// res - gain * res. The generic path of every kernel that does not do it itself
+/// (Kernels::bucketEncodeGain), and those kernels' own fallback.
+template <typename Encode>
+inline bool encodeHeldBack(float* res, size_t m, float gain, float* fed, Encode&& encode) {
+  for (size_t i = 0; i < m; i++) fed[i] = gain * res[i];
+  const bool nonFinite = encode(fed);
+  // res is still the old residual (the encode wrote fed): the part held back, res - gain * res,
+  // is computed again from it, the same float as fed's was.
+  for (size_t i = 0; i < m; i++) res[i] = fed[i] + (res[i] - gain * res[i]);
+  return nonFinite;
+}
+
 /// Encode calls of at least this many elements (or pieces of a range of that many,
 /// EncodeParams::spanElems) set BucketCtx::streaming: their input and residual (8 bytes per element)
 /// exceed a 512 KiB L2 cache.

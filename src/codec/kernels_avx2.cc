@@ -199,10 +199,8 @@ QCCL_TARGET_AVX2 bool encodeSignGain(const BucketCtx& ctx, const float* in, floa
   // (The scalar kernels stage v in ctx.scratch, so g r goes into a buffer of its own.)
   thread_local std::vector<float> fed;
   if (fed.size() < m) fed.resize(m);
-  for (uint32_t i = 0; i < m; ++i) fed[i] = ctx.gain * res[i];
-  const bool nonFinite = scalarEncode(c, ctx, in, fed.data(), m, base, block);
-  for (uint32_t i = 0; i < m; ++i) res[i] = fed[i] + (res[i] - ctx.gain * res[i]);
-  return nonFinite;
+  return encodeHeldBack(res, m, ctx.gain, fed.data(),
+                        [&](float* f) { return scalarEncode(c, ctx, in, f, m, base, block); });
 }
 
 template <bool kOneBit>
