@@ -7,14 +7,8 @@ set -euo pipefail
 build=$(cd "${1:?build dir}" && pwd)
 out=${2:?out dir}
 mkdir -p "$out"
-mpi=(mpirun --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1 -np 4)
-run() {  # config seed codec mode args...
-  local cfg=$1 seed=$2 codec=$3 mode=$4
-  shift 4
-  local f="$out/$cfg-$codec-$mode-sra-seed$seed.txt"
-  "${mpi[@]}" "$build/examples/cpp/qccl-train-mlp" --codec "$codec" --algo sra --seed "$seed" --print-every 50 "$@" > "$f"
-  echo "$cfg seed $seed $codec $mode sra: $(grep '^# loss' "$f")"
-}
+algo=sra
+source "$(dirname "$0")/../cpp-momentum-2026-11-26/train_run.sh"
 for seed in 1 2 3 4 5; do
   run default "$seed" onebit gain05
   run default "$seed" onebit gain1 --feedback-gain 1

@@ -14,17 +14,7 @@ build=$(cd "${1:?build dir}" && pwd)
 out=${2:?out dir}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
-mpi=(mpirun --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1 -np 4)
-run() {  # config seed codec mode args...
-  local cfg=$1 seed=$2 codec=$3 mode=$4
-  shift 4
-  local f="$out/$cfg-$codec-$mode-default-seed$seed.txt"
-  local extra=()
-  [ "$codec" = maxmin ] && extra=(--bits 4)
-  "${mpi[@]}" "$build/examples/cpp/qccl-train-mlp" --codec "$codec" "${extra[@]}" --seed "$seed" --print-every 50 \
-    "$@" > "$f"
-  echo "$cfg seed $seed $codec $mode: $(grep '^# loss' "$f")"
-}
+source "$(dirname "$0")/../cpp-momentum-2026-11-26/train_run.sh"
 variants() {  # config seed args...
   local cfg=$1 seed=$2
   shift 2
