@@ -297,6 +297,7 @@ struct Communicator::Impl {
       failure = why;
     } catch (...) {
     }
+    transport->markFailed();
     if (code != ErrorCode::kRemoteError) transport->sendAbort(code, why);
     if (shm) shm->poison();
   }

@@ -294,11 +294,20 @@ class MpiTransport final : public Transport {
 
   ~MpiTransport() override {
     if (!mpiUsable()) return;  // after MPI_Finalize nothing can be released any more
+    if (abortRecv_ != MPI_REQUEST_NULL) {
+      int flag = 0;
+      if (PMPI_Test(&abortRecv_, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag) abort_.have = true;
+    }
     dropRequest(&abortRecv_, dropDeadline(kDropRecvWait));
     for (auto& r : abortSends_) dropRequest(&r, dropDeadline(kDropSendWait));
-    // A collective abandoned after a failure may still be running on the duplicate: freeing it
-    // under the collective would crash, so it is left to MPI_Finalize.
-    if (unfinishedColls_ == 0) PMPI_Comm_free(&comm_);
+    // The duplicate is freed only after a clean life. A collective abandoned after a failure may
+    // still be running on it (freeing it under the collective would crash). And after any failure
+    // or abort notice, messages may still be on their way to it (every rank that fails tells every
+    // other, and each takes only the first notice): Open MPI keeps a message for a context id that
+    // was freed and hands it to the next communicator given that id, so a freed duplicate would
+    // pass stale notices, or worse, to the communicator the application creates next. Such a
+    // duplicate is left to MPI_Finalize, and its context id is not reused.
+    if (unfinishedColls_ == 0 && !failed_ && !abortSent_ && !abort_.have) PMPI_Comm_free(&comm_);
   }
 
   int rank() const override { return rank_; }
@@ -341,6 +350,8 @@ class MpiTransport final : public Transport {
     ++unfinishedColls_;
     return out;
   }
+
+  void markFailed() noexcept override { failed_ = true; }
 
   void sendAbort(ErrorCode code, const std::string& reason) noexcept override {
     if (abortSent_ || !mpiUsable()) return;
@@ -467,6 +478,7 @@ class MpiTransport final : public Transport {
   std::vector<MPI_Request> abortSends_;
   int unfinishedColls_ = 0;
   bool abortSent_ = false;
+  bool failed_ = false;  // the communicator over it failed (markFailed)
   Clock::time_point dropLimit_ = Clock::time_point::max();
   std::vector<MpiRequest*> unmatched_;
   std::vector<std::pair<int, uint32_t>> blocked_;

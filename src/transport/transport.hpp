@@ -72,6 +72,10 @@ class Transport {
   /// buffer no later than `until` (after a failure: the abort notice has gone out, what is left is
   /// bounded clean-up). Default: each request waits its own transport-specific time.
   virtual void limitDrops(Clock::time_point until) { (void)until; }
+  /// Called once when the communicator over this transport fails (on every failure path, before
+  /// any abort notice goes out): a transport that cannot drop messages still addressed to it, such
+  /// as MPI's, keeps what they would be delivered to (see MpiTransport's destructor).
+  virtual void markFailed() noexcept {}
   /// Drives communication (UCX worker progress); cheap when there is nothing to do.
   virtual void progress() {}
   /// Called by waiting loops when nothing completed: may block up to `maxWait` for new activity
