@@ -14,6 +14,26 @@ constexpr uint64_t castPerWord() {
   return C == CodecId::kFp32 ? 1 : 2;
 }
 
+/// One element of a cast encode: input x with residual r (when hasRes). Returns what is sent (the
+/// fp32 bits, or the fp16/bf16 bits in the low half), leaves the new residual in *rNew and sets
+/// *bad when the value is (or, for fp16/bf16, rounds to) a non-finite one.
+template <CodecId C>
+QCCL_HD uint32_t encodeCastElem(float x, float r, bool hasRes, float* rNew, bool* bad) {
+  const float v = hasRes ? addX86(x, r) : x;  // NaN payload as on the CPU
+  if constexpr (C == CodecId::kFp32) {
+    *bad = *bad || !math::isFinite(v);
+    *rNew = 0.0f;
+    return math::floatBits(v);
+  } else {
+    const uint16_t h = C == CodecId::kFp16 ? math::floatToHalf(v) : math::floatToBf16(v);
+    const float d = C == CodecId::kFp16 ? math::halfToFloat(h) : math::bf16ToFloat(h);
+    const bool nf = !math::isFinite(d);  // non-finite input, or a finite value that rounded to Inf
+    *bad = *bad || nf;
+    *rNew = nf ? 0.0f : v - d;
+    return h;
+  }
+}
+
 /// Payload word i of n elements; updates the residual of its elements and sets *bad when a value
 /// is (or, for fp16/bf16, rounds to) a non-finite one.
 template <CodecId C>
@@ -24,21 +44,44 @@ QCCL_HD uint32_t encodeCastWord(const float* in, float* res, uint64_t n, uint64_
   for (uint64_t k = 0; k < kPer; ++k) {
     const uint64_t e = i * kPer + k;
     if (e >= n) break;
-    const float v = res ? addX86(in[e], res[e]) : in[e];  // NaN payload as on the CPU
-    if constexpr (C == CodecId::kFp32) {
-      word = math::floatBits(v);
-      *bad = *bad || !math::isFinite(v);
-      if (res) res[e] = 0.0f;
-    } else {
-      const uint16_t h = C == CodecId::kFp16 ? math::floatToHalf(v) : math::floatToBf16(v);
-      const float d = C == CodecId::kFp16 ? math::halfToFloat(h) : math::bf16ToFloat(h);
-      const bool nf = !math::isFinite(d);  // non-finite input, or a finite value that rounded to Inf
-      *bad = *bad || nf;
-      if (res) res[e] = nf ? 0.0f : v - d;
-      word |= static_cast<uint32_t>(h) << (16 * k);
-    }
+    float rNew;
+    const uint32_t bits = encodeCastElem<C>(in[e], res ? res[e] : 0.0f, res != nullptr, &rNew, bad);
+    if (res) res[e] = rNew;
+    word |= kPer == 1 ? bits : bits << (16 * k);
   }
   return word;
+}
+
+/// Elements per group of the vectorized cast kernels: one 16-byte load of the input (and of the
+/// residual or the output), 4 payload words for fp32, 2 for fp16/bf16.
+constexpr uint64_t kCastGroup = 4;
+
+/// A whole group of 4 elements, from values already loaded: the payload words it fills
+/// (kCastGroup / castPerWord), the new residuals. The same bits as encodeCastWord on each word.
+template <CodecId C>
+QCCL_HD void encodeCastGroup(const float x[4], const float r[4], bool hasRes, float rNew[4], uint32_t* words,
+                             bool* bad) {
+  uint32_t b[4];
+  QCCL_UNROLL
+  for (int k = 0; k < 4; ++k) b[k] = encodeCastElem<C>(x[k], r[k], hasRes, &rNew[k], bad);
+  if constexpr (C == CodecId::kFp32) {
+    QCCL_UNROLL
+    for (int k = 0; k < 4; ++k) words[k] = b[k];
+  } else {
+    words[0] = b[0] | (b[1] << 16);
+    words[1] = b[2] | (b[3] << 16);
+  }
+}
+
+/// The value of one element from what encodeCastElem sent.
+template <CodecId C>
+QCCL_HD float decodeCastElem(uint32_t bits) {
+  if constexpr (C == CodecId::kFp32) {
+    return math::bitsFloat(bits);
+  } else {
+    const uint16_t h = static_cast<uint16_t>(bits);
+    return C == CodecId::kFp16 ? math::halfToFloat(h) : math::bf16ToFloat(h);
+  }
 }
 
 /// Decodes payload word i into out (out = decoded, or out + decoded with ADD).
@@ -49,14 +92,20 @@ QCCL_HD void decodeCastWord(uint32_t word, uint64_t n, uint64_t i, float* out) {
   for (uint64_t k = 0; k < kPer; ++k) {
     const uint64_t e = i * kPer + k;
     if (e >= n) break;
-    float d;
-    if constexpr (C == CodecId::kFp32) {
-      d = math::bitsFloat(word);
-    } else {
-      const uint16_t h = static_cast<uint16_t>(word >> (16 * k));
-      d = C == CodecId::kFp16 ? math::halfToFloat(h) : math::bf16ToFloat(h);
-    }
+    const float d = decodeCastElem<C>(kPer == 1 ? word : word >> (16 * k));
     out[e] = ADD ? addX86(out[e], d) : d;
+  }
+}
+
+/// A whole group of 4 elements from its payload words: o[k] = decoded, or o[k] + decoded with ADD
+/// (o holds the output's old values then). The same bits as decodeCastWord on each word.
+template <CodecId C, bool ADD>
+QCCL_HD void decodeCastGroup(const uint32_t* words, float o[4]) {
+  QCCL_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t bits = C == CodecId::kFp32 ? words[k] : words[k / 2] >> (16 * (k % 2));
+    const float d = decodeCastElem<C>(bits);
+    o[k] = ADD ? addX86(o[k], d) : d;
   }
 }
 

@@ -25,13 +25,39 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) decodeBucke
   for (uint64_t b = warp; b < a.numBuckets; b += warps) decodeBucket<C, B, ADD>(w, a, b, sMag);
 }
 
-// Casts: one thread per payload word, as in the encoder.
+// Casts: one thread per group of 4 elements, as in the encoder: a full group of aligned buffers is
+// one load of its payload words (16 bytes for fp32, 8 for fp16/bf16), with ADD one 16-byte load of
+// the output, and one 16-byte store; the tail, and unaligned buffers, go word by word.
 template <CodecId C, bool ADD>
-__global__ void __launch_bounds__(kThreadsPerBlock) decodeCastKernel(const uint32_t* payload, uint64_t n, float* out) {
-  const uint64_t words = (n + castPerWord<C>() - 1) / castPerWord<C>();
-  for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < words;
-       i += static_cast<uint64_t>(gridDim.x) * blockDim.x)
-    decodeCastWord<C, ADD>(payload[i], n, i, out);
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    decodeCastKernel(const uint32_t* payload, uint64_t n, float* out, bool vec) {
+  constexpr uint64_t kPer = castPerWord<C>();
+  const uint64_t words = (n + kPer - 1) / kPer;
+  const uint64_t groups = (n + kCastGroup - 1) / kCastGroup;
+  for (uint64_t g = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
+       g += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    const uint64_t e0 = g * kCastGroup;
+    if (vec && e0 + kCastGroup <= n) {
+      uint32_t w[4];
+      if constexpr (C == CodecId::kFp32) {
+        const uint4 p = *reinterpret_cast<const uint4*>(payload + e0);
+        w[0] = p.x, w[1] = p.y, w[2] = p.z, w[3] = p.w;
+      } else {
+        const uint2 p = *reinterpret_cast<const uint2*>(payload + e0 / 2);
+        w[0] = p.x, w[1] = p.y;
+      }
+      float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      if (ADD) {
+        const float4 ov = *reinterpret_cast<const float4*>(out + e0);
+        o[0] = ov.x, o[1] = ov.y, o[2] = ov.z, o[3] = ov.w;
+      }
+      decodeCastGroup<C, ADD>(w, o);
+      *reinterpret_cast<float4*>(out + e0) = make_float4(o[0], o[1], o[2], o[3]);
+    } else {
+      const uint64_t w0 = e0 / kPer, w1 = w0 + kCastGroup / kPer < words ? w0 + kCastGroup / kPer : words;
+      for (uint64_t i = w0; i < w1; ++i) decodeCastWord<C, ADD>(payload[i], n, i, out);
+    }
+  }
 }
 
 template <CodecId C, int B, bool ADD>
@@ -44,9 +70,10 @@ void launchBuckets(const DecodeArgs& a, cudaStream_t s) {
 
 template <CodecId C, bool ADD>
 void launchCast(const uint8_t* payload, uint64_t n, float* out, cudaStream_t s) {
-  const uint64_t words = C == CodecId::kFp32 ? n : (n + 1) / 2;
-  decodeCastKernel<C, ADD><<<gridFor(words, kThreadsPerBlock, 65535), kThreadsPerBlock, 0, s>>>(
-      reinterpret_cast<const uint32_t*>(payload), n, out);
+  const uint64_t groups = (n + kCastGroup - 1) / kCastGroup;
+  const bool vec = isAligned(out, 16) && isAligned(payload, C == CodecId::kFp32 ? 16 : 8);
+  decodeCastKernel<C, ADD><<<gridFor(groups, kThreadsPerBlock, 65535), kThreadsPerBlock, 0, s>>>(
+      reinterpret_cast<const uint32_t*>(payload), n, out, vec);
   QCCL_CUDA_CHECK_LAUNCH();
 }
 

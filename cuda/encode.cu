@@ -37,15 +37,39 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) encodeBucke
   for (uint64_t b = warp; b < a.numBuckets; b += warps) encodeBucket<C, B>(w, a, b, sThr, sMag);
 }
 
-// Casts: one thread per payload word.
+// Casts: one thread per group of 4 elements (kCastGroup). Where the input, the residual and the
+// payload are aligned for it, a full group is one 16-byte load of the input and of the residual,
+// one store of each of the residual and the payload (16 bytes for fp32, 8 for fp16/bf16); the
+// tail, and every group of unaligned buffers, goes word by word. One element per thread with
+// 4-byte accesses moved 0.11-0.15 of cudaMemcpy's bytes per second for fp32 on an H200.
 template <CodecId C>
 __global__ void __launch_bounds__(kThreadsPerBlock)
-    encodeCastKernel(const float* in, float* res, uint64_t n, uint32_t* payload, uint32_t* flag) {
-  const uint64_t words = (n + castPerWord<C>() - 1) / castPerWord<C>();
+    encodeCastKernel(const float* in, float* res, uint64_t n, uint32_t* payload, uint32_t* flag, bool vec) {
+  constexpr uint64_t kPer = castPerWord<C>();
+  const uint64_t words = (n + kPer - 1) / kPer;
+  const uint64_t groups = (n + kCastGroup - 1) / kCastGroup;
   bool bad = false;
-  for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < words;
-       i += static_cast<uint64_t>(gridDim.x) * blockDim.x)
-    payload[i] = encodeCastWord<C>(in, res, n, i, &bad);
+  for (uint64_t g = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
+       g += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    const uint64_t e0 = g * kCastGroup;
+    if (vec && e0 + kCastGroup <= n) {
+      const float4 xv = *reinterpret_cast<const float4*>(in + e0);
+      const float4 rv = res ? *reinterpret_cast<const float4*>(res + e0) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      const float x[4] = {xv.x, xv.y, xv.z, xv.w}, r[4] = {rv.x, rv.y, rv.z, rv.w};
+      float rNew[4];
+      uint32_t w[4];
+      encodeCastGroup<C>(x, r, res != nullptr, rNew, w, &bad);
+      if (res) *reinterpret_cast<float4*>(res + e0) = make_float4(rNew[0], rNew[1], rNew[2], rNew[3]);
+      if constexpr (C == CodecId::kFp32) {
+        *reinterpret_cast<uint4*>(payload + e0) = make_uint4(w[0], w[1], w[2], w[3]);
+      } else {
+        *reinterpret_cast<uint2*>(payload + e0 / 2) = make_uint2(w[0], w[1]);
+      }
+    } else {
+      const uint64_t w0 = e0 / kPer, w1 = w0 + kCastGroup / kPer < words ? w0 + kCastGroup / kPer : words;
+      for (uint64_t i = w0; i < w1; ++i) payload[i] = encodeCastWord<C>(in, res, n, i, &bad);
+    }
+  }
   // Every thread of the block reaches this point, so the full-mask vote is well defined.
   if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31u) == 0) atomicOr(flag, 1u);
 }
@@ -68,9 +92,10 @@ void launchBuckets(const EncodeArgs& a, cudaStream_t s) {
 
 template <CodecId C>
 void launchCast(const float* in, float* res, uint64_t n, uint8_t* payload, uint32_t* flag, cudaStream_t s) {
-  const uint64_t words = C == CodecId::kFp32 ? n : (n + 1) / 2;
-  encodeCastKernel<C><<<gridFor(words, kThreadsPerBlock, 65535), kThreadsPerBlock, 0, s>>>(
-      in, res, n, reinterpret_cast<uint32_t*>(payload), flag);
+  const uint64_t groups = (n + kCastGroup - 1) / kCastGroup;
+  const bool vec = isAligned(in, 16) && isAligned(res, 16) && isAligned(payload, C == CodecId::kFp32 ? 16 : 8);
+  encodeCastKernel<C><<<gridFor(groups, kThreadsPerBlock, 65535), kThreadsPerBlock, 0, s>>>(
+      in, res, n, reinterpret_cast<uint32_t*>(payload), flag, vec);
   QCCL_CUDA_CHECK_LAUNCH();
 }
 

@@ -145,10 +145,10 @@ void checkCase(const CodecConfig& cfg, size_t n, bool residual, bool aligned, in
 
 // The cast kernels' per-word code, run for every word, against the CPU codec.
 template <CodecId C>
-void checkCast(size_t n, bool residual, int pattern) {
+void checkCast(size_t n, bool residual, int pattern, bool vec) {
   CodecConfig cfg;
   cfg.codec = C;
-  SCOPED_TRACE(describe(cfg, n, residual, true, pattern));
+  SCOPED_TRACE(describe(cfg, n, residual, true, pattern) + (vec ? " (16-byte groups)" : " (word by word)"));
   const CodecConfig r = resolveConfig(cfg);
   const std::vector<float> x = makeInput(n, 17u, pattern, 64);
   std::vector<float> cpuRes = makeInput(n, 4u, 0, 64), res = cpuRes;
@@ -164,8 +164,21 @@ void checkCast(size_t n, bool residual, int pattern) {
   ASSERT_EQ(words * 4, total - kWireHeaderBytes);
   std::vector<uint32_t> payload(words);
   bool bad = false;
-  for (uint64_t i = 0; i < words; ++i)
-    payload[i] = cuda::detail::encodeCastWord<C>(x.data(), residual ? res.data() : nullptr, n, i, &bad);
+  // The kernel's loop: groups of kCastGroup elements; a full group of aligned buffers (vec) is
+  // encoded from values loaded at once, everything else word by word.
+  constexpr uint64_t kPer = cuda::detail::castPerWord<C>(), kG = cuda::detail::kCastGroup;
+  float* rp = residual ? res.data() : nullptr;
+  for (uint64_t e0 = 0; e0 < n; e0 += kG) {
+    if (vec && e0 + kG <= n) {
+      float r4[4] = {0, 0, 0, 0}, rNew[4];
+      if (rp) std::copy(rp + e0, rp + e0 + kG, r4);
+      cuda::detail::encodeCastGroup<C>(x.data() + e0, r4, rp != nullptr, rNew, payload.data() + e0 / kPer, &bad);
+      if (rp) std::copy(rNew, rNew + kG, rp + e0);
+    } else {
+      for (uint64_t i = e0 / kPer; i < std::min(words, (e0 + kG) / kPer); ++i)
+        payload[i] = cuda::detail::encodeCastWord<C>(x.data(), rp, n, i, &bad);
+    }
+  }
   WireHeader h = cuda::detail::makeHeader(r, n, params, residual);
   if (bad) h.flags |= kFlagNonFinite;
   EXPECT_EQ(firstByteDiff(reinterpret_cast<const uint8_t*>(&h), cpuWire.data(), kWireHeaderBytes), -1)
@@ -183,11 +196,20 @@ void checkCast(size_t n, bool residual, int pattern) {
       decodeAdd(cpuWire.data(), total, cpuOut.data(), n);
     else
       decode(cpuWire.data(), total, cpuOut.data(), n);
-    for (uint64_t i = 0; i < words; ++i) {
-      if (add)
-        cuda::detail::decodeCastWord<C, true>(payload[i], n, i, out.data());
-      else
-        cuda::detail::decodeCastWord<C, false>(payload[i], n, i, out.data());
+    for (uint64_t e0 = 0; e0 < n; e0 += kG) {
+      if (vec && e0 + kG <= n) {
+        if (add)
+          cuda::detail::decodeCastGroup<C, true>(payload.data() + e0 / kPer, out.data() + e0);
+        else
+          cuda::detail::decodeCastGroup<C, false>(payload.data() + e0 / kPer, out.data() + e0);
+        continue;
+      }
+      for (uint64_t i = e0 / kPer; i < std::min(words, (e0 + kG) / kPer); ++i) {
+        if (add)
+          cuda::detail::decodeCastWord<C, true>(payload[i], n, i, out.data());
+        else
+          cuda::detail::decodeCastWord<C, false>(payload[i], n, i, out.data());
+      }
     }
     EXPECT_EQ(firstBitDiff(out.data(), cpuOut.data(), n), -1) << (add ? "decodeAdd" : "decode") << " differs";
   }
@@ -197,9 +219,11 @@ TEST(CudaEmulated, CastsAndHeaderMatchCpu) {
   for (size_t n : {0, 1, 7, 31, 33, 511, 513, 4096 + 3})
     for (bool residual : {false, true})
       for (int pattern : {0, 1}) {
-        checkCast<CodecId::kFp32>(n, residual, pattern);
-        checkCast<CodecId::kFp16>(n, residual, pattern);
-        checkCast<CodecId::kBf16>(n, residual, pattern);
+        for (bool vec : {false, true}) {
+          checkCast<CodecId::kFp32>(n, residual, pattern, vec);
+          checkCast<CodecId::kFp16>(n, residual, pattern, vec);
+          checkCast<CodecId::kBf16>(n, residual, pattern, vec);
+        }
       }
 }
 
