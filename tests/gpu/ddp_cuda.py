@@ -29,6 +29,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import qccl
 import qccl.torch as qtorch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from grad_bucket import Bucket  # noqa: E402
+
 
 DEV = os.environ.get("QCCL_DDP_DEVICE", "cuda")
 CUDA = DEV == "cuda"
@@ -127,7 +130,7 @@ def main():
         for step in range(3):  # the same layout each step: the residuals carry over
             futs = []
             for i, (v, p) in enumerate(zip(vals, params)):
-                b = _Bucket(i, [p], i == len(vals) - 1, (v * (step + 1)).to(device))
+                b = Bucket(i, [p], i == len(vals) - 1, (v * (step + 1)).to(device))
                 futs.append(qtorch.allreduce_hook(state, b))
             res = [f.wait().cpu() for f in futs]
         outs[device] = res
@@ -140,25 +143,6 @@ def main():
     comm.destroy()
     dist.destroy_process_group()
     return 0
-
-
-class _Bucket:
-    """The parts of torch.distributed.GradBucket the hook reads."""
-
-    def __init__(self, index, params, last, buf):
-        self._i, self._params, self._last, self._buf = index, params, last, buf
-
-    def index(self):
-        return self._i
-
-    def buffer(self):
-        return self._buf
-
-    def parameters(self):
-        return self._params
-
-    def is_last(self):
-        return self._last
 
 
 if __name__ == "__main__":

@@ -14,26 +14,7 @@ import torch
 
 import qccl
 import qccl.torch as qtorch
-
-
-class Bucket:
-    """What the hook reads of torch.distributed.GradBucket."""
-
-    def __init__(self, index, params, last):
-        self._index, self._params, self._last = index, list(params), last
-        self._buf = torch.cat([p.detach().flatten() for p in self._params]).clone()
-
-    def index(self):
-        return self._index
-
-    def buffer(self):
-        return self._buf
-
-    def parameters(self):
-        return self._params
-
-    def is_last(self):
-        return self._last
+from grad_bucket import Bucket
 
 
 def run_step(state, layout):
