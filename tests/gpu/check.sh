@@ -4,8 +4,9 @@
 # Python nor network namespaces: the CUDA codec and device-path tests run on the GPU there), and
 # compute-sanitizer's memcheck, racecheck and synccheck on the CUDA tests, the device mode of
 # qccl-bench codec, and (where the machine has an Open MPI of the same ABI, libmpi.so.40) the
-# mpirun tests of device buffers, and the Python hook's CUDA tests (the extension is compiled there,
-# against the machine's python3, torch and nanobind). Logs go to ./gpu-out (and
+# mpirun tests of device buffers, the Python hook's CUDA tests and tests/gpu/ddp_cuda.py (real DDP
+# with a CUDA model; the extension is compiled there, against the machine's python3, torch and
+# nanobind), and Nsight Compute on chosen kernels. Logs go to ./gpu-out (and
 # $OUT/gpu-logs.tgz where OUT is set).
 # The steps run in the order given (default: bench ctest python mpi sanitize profile, the order of
 # what matters most) inside one time budget, QCCL_GPU_BUDGET_S seconds (default 400): each step's
