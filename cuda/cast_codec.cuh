@@ -56,6 +56,16 @@ QCCL_HD uint32_t encodeCastWord(const float* in, float* res, uint64_t n, uint64_
 /// residual or the output), 4 payload words for fp32, 2 for fp16/bf16.
 constexpr uint64_t kCastGroup = 4;
 
+/// The payload words [*w0, *w1) that hold the group of elements starting at e0 (of n): the words a
+/// group that cannot take the vector path encodes or decodes one by one.
+template <CodecId C>
+QCCL_HD void castGroupWords(uint64_t e0, uint64_t n, uint64_t* w0, uint64_t* w1) {
+  constexpr uint64_t kPer = castPerWord<C>();
+  const uint64_t words = (n + kPer - 1) / kPer;
+  *w0 = e0 / kPer;
+  *w1 = *w0 + kCastGroup / kPer < words ? *w0 + kCastGroup / kPer : words;
+}
+
 /// A whole group of 4 elements, from values already loaded: the payload words it fills
 /// (kCastGroup / castPerWord), the new residuals. The same bits as encodeCastWord on each word.
 template <CodecId C>

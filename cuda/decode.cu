@@ -31,8 +31,6 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) decodeBucke
 template <CodecId C, bool ADD>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     decodeCastKernel(const uint32_t* payload, uint64_t n, float* out, bool vec) {
-  constexpr uint64_t kPer = castPerWord<C>();
-  const uint64_t words = (n + kPer - 1) / kPer;
   const uint64_t groups = (n + kCastGroup - 1) / kCastGroup;
   for (uint64_t g = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
        g += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
@@ -54,7 +52,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       decodeCastGroup<C, ADD>(w, o);
       *reinterpret_cast<float4*>(out + e0) = make_float4(o[0], o[1], o[2], o[3]);
     } else {
-      const uint64_t w0 = e0 / kPer, w1 = w0 + kCastGroup / kPer < words ? w0 + kCastGroup / kPer : words;
+      uint64_t w0, w1;
+      castGroupWords<C>(e0, n, &w0, &w1);
       for (uint64_t i = w0; i < w1; ++i) decodeCastWord<C, ADD>(payload[i], n, i, out);
     }
   }

@@ -45,8 +45,6 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSm) encodeBucke
 template <CodecId C>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     encodeCastKernel(const float* in, float* res, uint64_t n, uint32_t* payload, uint32_t* flag, bool vec) {
-  constexpr uint64_t kPer = castPerWord<C>();
-  const uint64_t words = (n + kPer - 1) / kPer;
   const uint64_t groups = (n + kCastGroup - 1) / kCastGroup;
   bool bad = false;
   for (uint64_t g = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
@@ -66,7 +64,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
         *reinterpret_cast<uint2*>(payload + e0 / 2) = make_uint2(w[0], w[1]);
       }
     } else {
-      const uint64_t w0 = e0 / kPer, w1 = w0 + kCastGroup / kPer < words ? w0 + kCastGroup / kPer : words;
+      uint64_t w0, w1;
+      castGroupWords<C>(e0, n, &w0, &w1);
       for (uint64_t i = w0; i < w1; ++i) payload[i] = encodeCastWord<C>(in, res, n, i, &bad);
     }
   }

@@ -175,8 +175,9 @@ void checkCast(size_t n, bool residual, int pattern, bool vec) {
       cuda::detail::encodeCastGroup<C>(x.data() + e0, r4, rp != nullptr, rNew, payload.data() + e0 / kPer, &bad);
       if (rp) std::copy(rNew, rNew + kG, rp + e0);
     } else {
-      for (uint64_t i = e0 / kPer; i < std::min(words, (e0 + kG) / kPer); ++i)
-        payload[i] = cuda::detail::encodeCastWord<C>(x.data(), rp, n, i, &bad);
+      uint64_t w0, w1;
+      cuda::detail::castGroupWords<C>(e0, n, &w0, &w1);
+      for (uint64_t i = w0; i < w1; ++i) payload[i] = cuda::detail::encodeCastWord<C>(x.data(), rp, n, i, &bad);
     }
   }
   WireHeader h = cuda::detail::makeHeader(r, n, params, residual);
@@ -204,7 +205,9 @@ void checkCast(size_t n, bool residual, int pattern, bool vec) {
           cuda::detail::decodeCastGroup<C, false>(payload.data() + e0 / kPer, out.data() + e0);
         continue;
       }
-      for (uint64_t i = e0 / kPer; i < std::min(words, (e0 + kG) / kPer); ++i) {
+      uint64_t w0, w1;
+      cuda::detail::castGroupWords<C>(e0, n, &w0, &w1);
+      for (uint64_t i = w0; i < w1; ++i) {
         if (add)
           cuda::detail::decodeCastWord<C, true>(payload[i], n, i, out.data());
         else
