@@ -18,13 +18,18 @@ from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 import qccl  # noqa: E402
 import qccl.torch as qtorch  # noqa: E402
 
-BUCKET_MB = 0.005  # DDP's initial buckets; its rebuilt ones put the whole model in its 1 MiB first bucket
+# DDP's initial buckets. Its rebuilt ones differ by torch version: 1.13 puts the whole model in a
+# first bucket of 1 MiB, 2.x caps every rebuilt bucket at bucket_cap_mb.
+BUCKET_MB = 0.005
+# Large enough for the whole model in one bucket, initial and rebuilt, on every torch version.
+ONE_BUCKET_MB = 1.0
 
 
 class Backwards(torch.nn.Module):
-    """An MLP whose layers are registered last first: DDP's initial bucket (parameters in
+    """An MLP whose layers are registered last first: DDP's initial bucket (parameters in reverse
     registration order) then has the layout of its rebuilt one (in the order backward produced the
-    gradients), so a checkpoint's residuals fit from the resumed run's first step."""
+    gradients) when both hold the whole model, so a checkpoint's residuals fit from the resumed
+    run's first step."""
 
     def __init__(self):
         super().__init__()
@@ -54,8 +59,8 @@ def loss_of(model, rank, step):
     return torch.nn.functional.mse_loss(model(x), y)
 
 
-def ddp(comm, bias=True, **hook):
-    model = DDP(make_model(bias), bucket_cap_mb=BUCKET_MB)
+def ddp(comm, bias=True, bucket_mb=BUCKET_MB, **hook):
+    model = DDP(make_model(bias), bucket_cap_mb=bucket_mb)
     state = qtorch.HookState(comm, codec="onebit", min_compress_numel=256, **hook)
     model.register_comm_hook(state, qtorch.allreduce_hook)
     return model, state
@@ -95,7 +100,7 @@ def test_checkpoint_resume_keeps_the_residuals(gloo, comm):
     # DDP's initial bucket (the resumed run's first step) has the layout of the rebuilt one that
     # was saved (see Backwards): resuming is exact.
     rank = gloo.get_rank()
-    model, state = ddp(comm, bias=False)
+    model, state = ddp(comm, bias=False, bucket_mb=ONE_BUCKET_MB)
     train(model, rank, 0, 6)
     ckpt = {"model": copy.deepcopy(model.module.state_dict()), "hook": copy.deepcopy(state.state_dict())}
     assert any(any(s) for r in ckpt["hook"]["residuals"] for s in r["state"]), "no residual saved"
@@ -103,7 +108,7 @@ def test_checkpoint_resume_keeps_the_residuals(gloo, comm):
     state.close()
 
     def resumed(load_hook):
-        m, s = ddp(comm, bias=False)
+        m, s = ddp(comm, bias=False, bucket_mb=ONE_BUCKET_MB)
         m.module.load_state_dict(ckpt["model"])
         if load_hook:
             s.load_state_dict(ckpt["hook"])

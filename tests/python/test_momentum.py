@@ -54,7 +54,8 @@ def loss_of(model, x, y):
 
 
 def max_rel_diff(a_model, b_model):
-    return max(float((a - b).abs().max() / a.abs().max()) for a, b in zip(a_model.parameters(), b_model.parameters()))
+    with torch.no_grad():
+        return max(float((a - b).abs().max() / a.abs().max()) for a, b in zip(a_model.parameters(), b_model.parameters()))
 
 
 def digest(model):

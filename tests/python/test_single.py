@@ -262,3 +262,19 @@ def test_watchdog_ends_a_stuck_call(how):
     comms[0].destroy()  # after abort: a no-op; after interrupt: frees it
     assert not comms[0].alive
     comms[1].destroy()
+
+
+def test_importing_the_torch_integration_warns_nothing():
+    # torch 2.x warned "Device capability of qccl unspecified" when a backend was registered without
+    # its devices. torch is imported first, so only what qccl's import does is recorded.
+    code = (
+        "import warnings, torch, torch.distributed\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    warnings.simplefilter('always')\n"
+        "    import qccl.torch\n"
+        "assert hasattr(torch.distributed.Backend, 'QCCL'), 'the qccl backend is not registered'\n"
+        "print(torch.__version__, [f'{x.category.__name__}: {x.message}' for x in w])\n"
+        "assert not w\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
