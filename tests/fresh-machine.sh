@@ -13,13 +13,13 @@
 #
 # Nothing of this machine goes into the root but its network settings (resolv.conf, proxy
 # variables, apt's proxy, and the CA bundle, so a TLS-intercepting proxy works for pip), the
-# CUDA toolkit, and a cache of the .deb files apt downloads (packages are still installed by the
-# project's own scripts, only not downloaded again). /etc/hosts gets localhost and the machine's
+# CUDA toolkit, and caches of the .deb files apt downloads and of pip's downloads (packages are
+# still installed by the project's own scripts, only not downloaded again). /etc/hosts gets localhost and the machine's
 # name, as the Debian installer writes it.
 # Environment:
 #   QCCL_FRESH_CACHE    cache folder (default /var/cache/qccl-fresh-machine): the debootstrap
 #                       tarball (rebuilt after QCCL_FRESH_MAX_AGE days, default 30), the .deb
-#                       cache, and last-run/*.log, the output of each command
+#                       and pip download caches, and last-run/*.log, the output of each command
 #   QCCL_FRESH_WORKDIR  where the throwaway root is made (default /var/tmp)
 #   QCCL_FRESH_MIRROR   Debian mirror (default: the bookworm mirror in /etc/apt/sources.list{,.d/*})
 #   QCCL_FRESH_SECURITY Debian security mirror (default: from the same files; none if absent)
@@ -29,7 +29,7 @@ set -euo pipefail
 {
 
 suite=bookworm
-min_free_gib=20
+min_free_gib=30
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cache=${QCCL_FRESH_CACHE:-/var/cache/qccl-fresh-machine}
 workdir=${QCCL_FRESH_WORKDIR:-/var/tmp}
@@ -243,6 +243,10 @@ fi
 
 mkdir -p "$cache/apt-archives/partial"
 mount --bind "$cache/apt-archives" "$root/var/cache/apt/archives"
+# pip's download cache, for the same reason (torch 2.x from PyPI for the python_torch2_* tests is
+# about 5 GiB of wheels); pip still installs every package into the root.
+mkdir -p "$cache/pip" "$root/root/.cache/pip"
+mount --bind "$cache/pip" "$root/root/.cache/pip"
 
 cuda_note="no CUDA toolkit"
 ((bind_cuda)) || cuda_note="no CUDA toolkit (--no-cuda)"
