@@ -140,6 +140,57 @@ def test_gradient_as_bucket_view_changes_nothing(gloo, comm, codec, bits):
     assert any(not torch.equal(a, torch.zeros_like(a)) for a in got)
 
 
+class Branchy(nn.Module):
+    """A model with a layer that takes no part in forward: DDP must be told (find_unused_parameters)
+    or learn it (static_graph), and marks that layer's gradients ready without backward."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.a, self.b, self.unused = nn.Linear(64, 512), nn.Linear(512, 10), nn.Linear(64, 300)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def _grads_or_none(ddp, x, y):
+    ddp.zero_grad(set_to_none=True)
+    nn.functional.cross_entropy(ddp(x), y).backward()
+    return [None if p.grad is None else p.grad.clone() for p in ddp.parameters()]
+
+
+@pytest.mark.parametrize("flags", ["find_unused_parameters", "static_graph"])
+@pytest.mark.parametrize("codec", ["none", "onebit"])
+def test_unused_parameters_and_static_graph(gloo, comm, flags, codec):
+    # DDP's other modes, on torch 1.13 and 2.x: unused parameters found by DDP at every step, or a
+    # static graph (DDP delays the first step's exchanges to the end of backward, then rebuilds).
+    # Five steps through the rebuild: the hook gives gloo's gradients (codec none; bit for bit on
+    # two ranks, where a + b is the same in either order), and with onebit the same gradients on
+    # every rank, compressed.
+    base = Branchy()
+    ref = DDP(copy.deepcopy(base), bucket_cap_mb=0.05, **{flags: True})
+    ours = DDP(copy.deepcopy(base), bucket_cap_mb=0.05, **{flags: True})
+    state = qtorch.HookState(comm, codec=codec, min_compress_numel=1)
+    ours.register_comm_hook(state, qtorch.allreduce_hook)
+    world = gloo.get_world_size()
+    for step in range(5):
+        x, y = batch(gloo.get_rank(), step)
+        want, got = _grads_or_none(ref, x, y), _grads_or_none(ours, x, y)
+        for i, (a, b) in enumerate(zip(want, got)):
+            assert (a is None) == (b is None), (step, i)
+            if b is None:
+                continue
+            if codec == "none":
+                assert torch.equal(a, b) if world == 2 else torch.allclose(a, b, rtol=1e-5, atol=1e-6), (step, i)
+            else:
+                every = [torch.empty_like(b) for _ in range(world)]
+                gloo.all_gather(every, b)
+                assert all(torch.equal(b, e) for e in every), (step, i)
+        if codec == "onebit":  # compressed: not gloo's average
+            assert any(not torch.equal(a, b) for a, b in zip(want, got) if a is not None), step
+    state.close()
+
+
 def test_warmup_steps_are_uncompressed(gloo, comm):
     state = qtorch.HookState(comm, codec="onebit", warmup_steps=2, min_compress_numel=1)
     ref, ours = pair(gloo, state)
