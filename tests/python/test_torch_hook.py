@@ -191,6 +191,38 @@ def test_unused_parameters_and_static_graph(gloo, comm, flags, codec):
     state.close()
 
 
+@pytest.mark.skipif(int(torch.__version__.split(".")[0]) < 2,
+                    reason="torch 1.13 on the CPU has no fp16 matmul, and its gloo cannot broadcast bf16 (DDP's start)")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("codec", ["none", "onebit", "maxmin"])
+def test_half_precision_models(gloo, comm, dtype, codec):
+    # A model trained in bf16 or fp16: DDP's buckets hold that type and so must the hook's result.
+    # Codec none is gloo's average up to the type's rounding (qccl sums in fp32 and rounds once,
+    # gloo sums in the type); the lossy codecs give every rank the same finite gradients.
+    torch.manual_seed(0)
+    base = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 10)).to(dtype)
+    ref = DDP(copy.deepcopy(base), bucket_cap_mb=0.05)
+    ours = DDP(copy.deepcopy(base), bucket_cap_mb=0.05)
+    state = qtorch.HookState(comm, codec=codec, min_compress_numel=1)
+    ours.register_comm_hook(state, qtorch.allreduce_hook)
+    for step in range(4):
+        x, _ = batch(gloo.get_rank(), step)
+        grads = []
+        for m in (ref, ours):
+            m.zero_grad(set_to_none=True)
+            m(x.to(dtype)).float().pow(2).mean().backward()
+            grads.append([p.grad for p in m.parameters()])
+        for a, b in zip(*grads):
+            assert b.dtype == dtype and torch.isfinite(b).all(), step
+            every = [torch.empty_like(b) for _ in range(gloo.get_world_size())]
+            gloo.all_gather(every, b)
+            assert all(torch.equal(b, e) for e in every), step
+            if codec == "none":
+                eps = torch.finfo(dtype).eps
+                assert torch.allclose(a.float(), b.float(), rtol=4 * eps, atol=4 * eps * float(a.abs().max())), step
+    state.close()
+
+
 def test_warmup_steps_are_uncompressed(gloo, comm):
     state = qtorch.HookState(comm, codec="onebit", warmup_steps=2, min_compress_numel=1)
     ref, ours = pair(gloo, state)
