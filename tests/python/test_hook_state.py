@@ -187,6 +187,40 @@ def test_grad_scaler_rescales_and_rolls_back_residuals(gloo, comm):
         st.close()
 
 
+@pytest.mark.skipif(not hasattr(torch, "amp") or not hasattr(torch.amp, "GradScaler"),
+                    reason="no torch.amp.GradScaler for the CPU (torch < 2.3)")
+def test_a_real_grad_scaler(gloo, comm):
+    # torch's own GradScaler on the CPU, as a training loop uses it: scale the loss, step through
+    # the scaler, update. One step's gradients hold an Inf, so the scaler skips it and halves its
+    # scale. Since scaling by powers of two is exact here, the parameters must end bit for bit
+    # where an unscaled run without that step ends (the hook rolled the skipped step's residuals
+    # back and kept the others in the scale's units).
+    rank = gloo.get_rank()
+    plain, plain_state = ddp(comm)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**12, growth_interval=3)
+    amp, amp_state = ddp(comm, grad_scaler=scaler)
+    opt_plain = torch.optim.SGD(plain.parameters(), lr=0.05)
+    opt_amp = torch.optim.SGD(amp.parameters(), lr=0.05)
+    scales = []
+    for step in range(10):
+        poison = amp.module[0].weight.register_hook(lambda g: g * float("inf")) if step == 4 else None
+        opt_amp.zero_grad()
+        scaler.scale(loss_of(amp, rank, step)).backward()
+        scaler.step(opt_amp)
+        scaler.update()
+        scales.append(scaler.get_scale())
+        if poison is not None:
+            poison.remove()
+            continue  # the scaler skipped this step; the plain run never takes it
+        opt_plain.zero_grad()
+        loss_of(plain, rank, step).backward()
+        opt_plain.step()
+    assert scales[4] == scales[3] / 2 and max(scales) > scales[0], scales  # skipped once, grew too
+    assert digest(plain.module) == digest(amp.module)
+    for st in (plain_state, amp_state):
+        st.close()
+
+
 def test_grad_scaler_arguments(comm):
     with pytest.raises(qccl.Error, match="get_scale"):
         qtorch.HookState(comm, codec="onebit", grad_scaler=object())
