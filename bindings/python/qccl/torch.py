@@ -34,8 +34,8 @@ Momentum-aware compression: ``HookState(..., optimizer=opt)`` with the ``torch.o
 gradient for the compressed parameters and returns the gradient that makes ``opt.step()`` apply
 the averaged momentum (:mod:`qccl.momentum`). The training loop stays as it is.
 
-Mixed precision: with ``HookState(..., grad_scaler=scaler)`` (a ``torch.cuda.amp.GradScaler`` or
-anything with ``get_scale()``) the residuals, which hold loss-scaled gradients, follow the scale:
+Mixed precision: with ``HookState(..., grad_scaler=scaler)`` (a ``torch.amp.GradScaler``, CUDA or
+CPU, ``torch.cuda.amp.GradScaler`` on torch 1.13, or anything with ``get_scale()``) the residuals, which hold loss-scaled gradients, follow the scale:
 at the first bucket of each step the hook reads the scale; when it changed, the residuals are
 multiplied by new / old. A step after which the scale went down was skipped by the scaler (it
 lowers the scale exactly when it finds Inf/NaN and skips ``opt.step()``), so the residuals go back
@@ -156,8 +156,8 @@ class HookState:
             "Gradient clipping in the hook"). The buckets of a step are held until its last one, so
             backward no longer overlaps the exchange. A gradient with Inf/NaN is left unscaled.
             ``last_local_grad_norm``: this rank's norm at the last step (unscaled by ``grad_scaler``).
-        grad_scaler: the mixed-precision loss scaler (``torch.cuda.amp.GradScaler`` or anything
-            with ``get_scale()``) whose scaled gradients reach the hook: residuals are rescaled
+        grad_scaler: the mixed-precision loss scaler (``torch.amp.GradScaler``,
+            ``torch.cuda.amp.GradScaler`` or anything with ``get_scale()``) whose scaled gradients reach the hook: residuals are rescaled
             when the scale changes and rolled back over steps the scaler skipped (module doc).
             With ``optimizer``, the local momenta are kept unscaled and rolled back too.
         feedback_gain: error control of the compressed tensors' residuals
