@@ -35,9 +35,9 @@ gradient for the compressed parameters and returns the gradient that makes ``opt
 the averaged momentum (:mod:`qccl.momentum`). The training loop stays as it is.
 
 Mixed precision: with ``HookState(..., grad_scaler=scaler)`` (a ``torch.amp.GradScaler``, CUDA or
-CPU, ``torch.cuda.amp.GradScaler`` on torch 1.13, or anything with ``get_scale()``) the residuals, which hold loss-scaled gradients, follow the scale:
-at the first bucket of each step the hook reads the scale; when it changed, the residuals are
-multiplied by new / old. A step after which the scale went down was skipped by the scaler (it
+CPU, ``torch.cuda.amp.GradScaler`` on torch 1.13, or anything with ``get_scale()``) the residuals,
+which hold loss-scaled gradients, follow the scale: at the first bucket of each step the hook reads
+the scale; when it changed, the residuals are multiplied by new / old. A step after which the scale went down was skipped by the scaler (it
 lowers the scale exactly when it finds Inf/NaN and skips ``opt.step()``), so the residuals go back
 to what they were before that step: nothing of a skipped step is kept, and nothing before it is
 lost. This keeps a copy of every residual per step (the size of the compressed parameters' fp32
