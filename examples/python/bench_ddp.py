@@ -299,8 +299,8 @@ def main():
             print(f"{r['variant']:16s} {1e3 * r['median_s']:9.1f} {sp:>8s} {fl:>8s} {sent:>14s}   {ph}")
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"ranks": mpi.size, "parameters": params, "args": vars(args), "results": results}, f,
-                          indent=1)
+                json.dump({"ranks": mpi.size, "parameters": params, "torch": torch.__version__, "args": vars(args),
+                           "results": results}, f, indent=1)
     comm.destroy()
     dist.destroy_process_group()
 
