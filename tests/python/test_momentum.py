@@ -55,7 +55,8 @@ def loss_of(model, x, y):
 
 def max_rel_diff(a_model, b_model):
     with torch.no_grad():
-        return max(float((a - b).abs().max() / a.abs().max()) for a, b in zip(a_model.parameters(), b_model.parameters()))
+        pairs = zip(a_model.parameters(), b_model.parameters())
+        return max(float((a - b).abs().max() / a.abs().max()) for a, b in pairs)
 
 
 def digest(model):

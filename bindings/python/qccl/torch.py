@@ -37,14 +37,14 @@ the averaged momentum (:mod:`qccl.momentum`). The training loop stays as it is.
 Mixed precision: with ``HookState(..., grad_scaler=scaler)`` (a ``torch.amp.GradScaler``, CUDA or
 CPU, ``torch.cuda.amp.GradScaler`` on torch 1.13, or anything with ``get_scale()``) the residuals,
 which hold loss-scaled gradients, follow the scale: at the first bucket of each step the hook reads
-the scale; when it changed, the residuals are multiplied by new / old. A step after which the scale went down was skipped by the scaler (it
-lowers the scale exactly when it finds Inf/NaN and skips ``opt.step()``), so the residuals go back
-to what they were before that step: nothing of a skipped step is kept, and nothing before it is
-lost. This keeps a copy of every residual per step (the size of the compressed parameters' fp32
-gradients, copied once per step). With ``optimizer=`` too, the local momenta are kept unscaled
-(the hook divides the gradient by the scale before it enters them, and scales the message and the
-returned gradient back), and a skipped step puts them back as they were before it; that keeps a
-second copy per step, of the momenta.
+the scale; when it changed, the residuals are multiplied by new / old. A step after which the scale
+went down was skipped by the scaler (it lowers the scale exactly when it finds Inf/NaN and skips
+``opt.step()``), so the residuals go back to what they were before that step: nothing of a skipped
+step is kept, and nothing before it is lost. This keeps a copy of every residual per step (the size
+of the compressed parameters' fp32 gradients, copied once per step). With ``optimizer=`` too, the
+local momenta are kept unscaled (the hook divides the gradient by the scale before it enters them,
+and scales the message and the returned gradient back), and a skipped step puts them back as they
+were before it; that keeps a second copy per step, of the momenta.
 
 Checkpoints: :meth:`HookState.state_dict` holds the step count, every bucket's residuals (with
 the bucket's layout) and, with ``optimizer``, the local momenta; a new HookState resumes the same
@@ -157,9 +157,10 @@ class HookState:
             backward no longer overlaps the exchange. A gradient with Inf/NaN is left unscaled.
             ``last_local_grad_norm``: this rank's norm at the last step (unscaled by ``grad_scaler``).
         grad_scaler: the mixed-precision loss scaler (``torch.amp.GradScaler``,
-            ``torch.cuda.amp.GradScaler`` or anything with ``get_scale()``) whose scaled gradients reach the hook: residuals are rescaled
-            when the scale changes and rolled back over steps the scaler skipped (module doc).
-            With ``optimizer``, the local momenta are kept unscaled and rolled back too.
+            ``torch.cuda.amp.GradScaler`` or anything with ``get_scale()``) whose scaled gradients reach the
+            hook: residuals are rescaled when the scale changes and rolled back over steps the scaler
+            skipped (module doc). With ``optimizer``, the local momenta are kept unscaled and rolled back
+            too.
         feedback_gain: error control of the compressed tensors' residuals
             (:meth:`qccl.Communicator.set_feedback_gain`; EControl, Gao, Islamov and Stich, ICLR
             2024, without its gradient-difference term): each exchange sends what it sends plus
