@@ -18,9 +18,16 @@ def make_model(seed=0):
 
 
 def grads_after_step(ddp, x, y):
+    """Every parameter's gradient after one step (None for a parameter backward did not reach)."""
     ddp.zero_grad(set_to_none=True)
     nn.functional.cross_entropy(ddp(x), y).backward()
-    return [p.grad.clone() for p in ddp.parameters()]
+    return [None if p.grad is None else p.grad.clone() for p in ddp.parameters()]
+
+
+def same_on_every_rank(gloo, t):
+    every = [torch.empty_like(t) for _ in range(gloo.get_world_size())]
+    gloo.all_gather(every, t)
+    return all(torch.equal(t, e) for e in every)
 
 
 def batch(rank, step, dyadic=False):
@@ -153,12 +160,6 @@ class Branchy(nn.Module):
         return self.b(torch.relu(self.a(x)))
 
 
-def _grads_or_none(ddp, x, y):
-    ddp.zero_grad(set_to_none=True)
-    nn.functional.cross_entropy(ddp(x), y).backward()
-    return [None if p.grad is None else p.grad.clone() for p in ddp.parameters()]
-
-
 @pytest.mark.parametrize("flags", ["find_unused_parameters", "static_graph"])
 @pytest.mark.parametrize("codec", ["none", "onebit"])
 def test_unused_parameters_and_static_graph(gloo, comm, flags, codec):
@@ -175,7 +176,7 @@ def test_unused_parameters_and_static_graph(gloo, comm, flags, codec):
     world = gloo.get_world_size()
     for step in range(5):
         x, y = batch(gloo.get_rank(), step)
-        want, got = _grads_or_none(ref, x, y), _grads_or_none(ours, x, y)
+        want, got = grads_after_step(ref, x, y), grads_after_step(ours, x, y)
         for i, (a, b) in enumerate(zip(want, got)):
             assert (a is None) == (b is None), (step, i)
             if b is None:
@@ -183,9 +184,7 @@ def test_unused_parameters_and_static_graph(gloo, comm, flags, codec):
             if codec == "none":
                 assert torch.equal(a, b) if world == 2 else torch.allclose(a, b, rtol=1e-5, atol=1e-6), (step, i)
             else:
-                every = [torch.empty_like(b) for _ in range(world)]
-                gloo.all_gather(every, b)
-                assert all(torch.equal(b, e) for e in every), (step, i)
+                assert same_on_every_rank(gloo, b), (step, i)
         if codec == "onebit":  # compressed: not gloo's average
             assert any(not torch.equal(a, b) for a, b in zip(want, got) if a is not None), step
     state.close()
@@ -214,9 +213,7 @@ def test_half_precision_models(gloo, comm, dtype, codec):
             grads.append([p.grad for p in m.parameters()])
         for a, b in zip(*grads):
             assert b.dtype == dtype and torch.isfinite(b).all(), step
-            every = [torch.empty_like(b) for _ in range(gloo.get_world_size())]
-            gloo.all_gather(every, b)
-            assert all(torch.equal(b, e) for e in every), step
+            assert same_on_every_rank(gloo, b), step
             if codec == "none":
                 eps = torch.finfo(dtype).eps
                 assert torch.allclose(a.float(), b.float(), rtol=4 * eps, atol=4 * eps * float(a.abs().max())), step
@@ -245,9 +242,7 @@ def test_compiled_ddp(gloo, comm, codec):
         for a, b in zip(*grads):
             if codec == "none":
                 assert torch.equal(a, b) if world == 2 else torch.allclose(a, b, rtol=1e-5, atol=1e-6), step
-            every = [torch.empty_like(b) for _ in range(world)]
-            gloo.all_gather(every, b)
-            assert all(torch.equal(b, e) for e in every), step
+            assert same_on_every_rank(gloo, b), step
         if codec == "onebit":
             assert any(not torch.equal(a, b) for a, b in zip(*grads)), step
     state.close()
