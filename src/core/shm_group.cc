@@ -119,7 +119,7 @@ void sumRanks(const float* const* src, int n, float* out1, float* out2, size_t l
 }  // namespace
 
 struct ShmGroup::Header {
-  uint64_t magic;
+  std::atomic<uint64_t> magic;  // stored last (release) by the creator; read first (acquire)
   uint32_t version;
   uint32_t nranks;
   uint64_t slotFloats;
@@ -226,8 +226,7 @@ std::unique_ptr<ShmGroup> ShmGroup::create(int nranks, size_t slotFloats) {
   }
   g->peer(0).pidns = pidNamespace();
   g->peer(0).pid.store(static_cast<int32_t>(getpid()));
-  std::atomic_thread_fence(std::memory_order_release);
-  h->magic = kMagic;
+  h->magic.store(kMagic, std::memory_order_release);
   return g;
 }
 
@@ -252,8 +251,9 @@ std::unique_ptr<ShmGroup> ShmGroup::open(const std::string& name, int nranks, in
   g->rank_ = rank;
   g->map(fd, bytes);
   Header* h = g->hdr_;
-  QCCL_CHECK(h->magic == kMagic && h->version == kVersion && h->nranks == static_cast<uint32_t>(nranks) &&
-                 h->bytes == bytes && h->slotFloats >= 16 && segmentBytes(nranks, h->slotFloats) == bytes,
+  QCCL_CHECK(h->magic.load(std::memory_order_acquire) == kMagic && h->version == kVersion &&
+                 h->nranks == static_cast<uint32_t>(nranks) && h->bytes == bytes && h->slotFloats >= 16 &&
+                 segmentBytes(nranks, h->slotFloats) == bytes,
              ErrorCode::kSystemError,
              "shared memory: segment " + name + " is not qccl's for " + std::to_string(nranks) + " ranks");
   g->slotFloats_ = h->slotFloats;
