@@ -6,9 +6,9 @@
 #                                #   run concurrently (not the single-threaded codec matrices, the
 #                                #   benchmark checks, the cluster and the interposer's training
 #                                #   runs, which ASan covers; not Python)
-# Environment: BUILD_DIR (default build or build-asan), JOBS (default: nproc), QCCL_TORCH2=0 leaves
-# out the second run of the Python tests under torch 2.x (bindings/python/install_torch2.sh: a
-# PyPI download of about 5 GiB, kept in <repo>/.venv-torch2).
+# Environment: BUILD_DIR (default build, build-asan or build-tsan), JOBS (default: nproc),
+# QCCL_TORCH2=0 leaves out the second run of the Python tests under torch 2.x
+# (bindings/python/install_torch2.sh: a PyPI download of about 5 GiB, kept in <repo>/.venv-torch2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,7 +45,7 @@ if ((sanitize)); then
 elif ((tsan)); then
   build=${BUILD_DIR:-build-tsan}
   args+=(-DQCCL_TSAN=ON -DQCCL_CUDA=OFF)
-  # Any report fails its test (exit code 66); the suppressions cover Open MPI's own locks only.
+  # Any report fails its test (exit code 66); tests/tsan.supp suppresses only Open MPI's and gloo's.
   export TSAN_OPTIONS=${TSAN_OPTIONS:-suppressions=$PWD/tests/tsan.supp:second_deadlock_stack=1:exitcode=66}
   # UCX's memory hooks (libucm) patch madvise/mmap under the TSan runtime and crash new threads.
   export UCX_MEM_EVENTS=no
