@@ -9,6 +9,7 @@
 #include "codec/avx512_common.hpp"
 
 #include <cstring>
+#include <vector>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
@@ -51,10 +52,23 @@ struct SignStats {
   __mmask16 bad = 0;
 };
 
+// v = in + res (kRes), in + g res (kRes and kGain: error control, g res rounded first as
+// encodeWith's generic error control rounds it), or in.
+template <bool kRes, bool kGain>
+QCCL_TARGET_AVX512 inline __m512 stageVG(const float* in, const float* res, size_t i, __m512 g) {
+  __m512 x = _mm512_loadu_ps(in + i);
+  if (kRes) {
+    const __m512 r = _mm512_loadu_ps(res + i);
+    x = _mm512_add_ps(x, kGain ? _mm512_mul_ps(g, r) : r);
+  }
+  return x;
+}
+
 // Pass over memory: stage v, write the sign words, accumulate. m is a multiple of 32. The
 // accumulators are locals so that stores through the float pointers cannot alias them.
-template <bool kRes, bool kOneBit>
-QCCL_TARGET_AVX512 void signPass(const float* in, const float* res, uint32_t m, uint8_t* words, SignStats* st) {
+template <bool kRes, bool kOneBit, bool kGain = false>
+QCCL_TARGET_AVX512 void signPass(const float* in, const float* res, uint32_t m, uint8_t* words, SignStats* st,
+                                 __m512 gain = _mm512_set1_ps(1.0f)) {
   __m512 a[kSlotRegs], b[kSlotRegs];
   for (int j = 0; j < kSlotRegs; ++j) a[j] = b[j] = _mm512_setzero_ps();
   const __m512 zero = _mm512_setzero_ps();
@@ -69,7 +83,7 @@ QCCL_TARGET_AVX512 void signPass(const float* in, const float* res, uint32_t m, 
     for (int j = 0; j < kSlotRegs; j += 2) {
       if (row >= full && j >= groups) break;
       uint32_t i = row + 16 * j;
-      __m512 v0 = stageV<kRes>(in, res, i), v1 = stageV<kRes>(in, res, i + 16);
+      __m512 v0 = stageVG<kRes, kGain>(in, res, i, gain), v1 = stageVG<kRes, kGain>(in, res, i + 16, gain);
       bad |= notFinite(v0) | notFinite(v1);
       __mmask16 g0 = _mm512_cmp_ps_mask(v0, zero, _CMP_GE_OQ), g1 = _mm512_cmp_ps_mask(v1, zero, _CMP_GE_OQ);
       storeU32(words + i / 8, (uint32_t)g0 | (uint32_t)g1 << 16);
@@ -130,11 +144,58 @@ QCCL_TARGET_AVX512 bool encodeSignT(const BucketCtx& ctx, const float* in, float
   return false;
 }
 
+// Error control (BucketCtx::gain = g) in the kernel, with the bits and residuals of encodeWith's
+// generic error control: the sums and bits from v = in + g r, then res = (v - decoded(v)) + (r - g r)
+// with v recomputed from the bucket, which is still in L1, each float rounded as the generic path
+// rounds it. Against the generic path (two more passes over an L1 buffer per bucket) 0.6x the time
+// on 25.6M elements on the 2-vCPU AVX-512 VM (10-11 against 17-20 ms). Staging v in ctx.scratch
+// first, as the AVX2 kernel does, took 17-26 ms there (see signResidual on staging), and
+// prefetching the next bucket, as the AVX2 kernels do, changed nothing measurable (bench/RESULTS.md,
+// "AVX-512: error control and the multi-source decode"). A bucket the vector path does not take
+// goes the generic way.
+template <bool kOneBit>
+QCCL_TARGET_AVX512 bool encodeSignGain(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
+                                       uint8_t* block) {
+  const CodecId c = kOneBit ? CodecId::kOneBit : CodecId::kSignScale;
+  const __m512 g = _mm512_set1_ps(ctx.gain);
+  if (m % 32 == 0) {
+    SignStats st;
+    signPass<true, kOneBit, true>(in, res, m, block + (kOneBit ? 8 : 4), &st, g);
+    float hi = 0.0f, lo = 0.0f;
+    if (!st.bad) {
+      if (kOneBit) {
+        hi = st.cntPos ? foldSlots(st.a) / (float)st.cntPos : 0.0f;
+        const uint32_t cntNeg = m - st.cntPos;
+        lo = cntNeg ? foldSlots(st.b) / (float)cntNeg : 0.0f;
+      } else {
+        hi = foldSlots(st.a) / (float)m;
+        lo = -hi;
+      }
+    }
+    if (!st.bad && math::isFinite(hi) && math::isFinite(lo)) {
+      storeF32(block, hi);
+      if (kOneBit) storeF32(block + 4, lo);
+      const __m512 h = _mm512_set1_ps(hi), l = _mm512_set1_ps(lo), zero = _mm512_setzero_ps();
+      for (uint32_t i = 0; i < m; i += 16) {
+        const __m512 r = _mm512_loadu_ps(res + i), x = _mm512_add_ps(_mm512_loadu_ps(in + i), _mm512_mul_ps(g, r));
+        const __m512 left = _mm512_sub_ps(x, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, zero, _CMP_GE_OQ), l, h));
+        _mm512_storeu_ps(res + i, _mm512_add_ps(left, _mm512_sub_ps(r, _mm512_mul_ps(g, r))));
+      }
+      return false;
+    }
+  }
+  thread_local std::vector<float> fed;
+  if (fed.size() < m) fed.resize(m);
+  return encodeHeldBack(res, m, ctx.gain, fed.data(),
+                        [&](float* f) { return scalarEncode(c, ctx, in, f, m, base, block); });
+}
+
 template <bool kOneBit>
 QCCL_TARGET_AVX512 bool encodeSign(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
                                    uint8_t* block) {
-  return res ? encodeSignT<true, kOneBit>(ctx, in, res, m, base, block)
-             : encodeSignT<false, kOneBit>(ctx, in, res, m, base, block);
+  if (res == nullptr) return encodeSignT<false, kOneBit>(ctx, in, res, m, base, block);
+  if (ctx.gain != 1.0f) return encodeSignGain<kOneBit>(ctx, in, res, m, base, block);
+  return encodeSignT<true, kOneBit>(ctx, in, res, m, base, block);
 }
 
 template <bool kOneBit>
@@ -147,6 +208,33 @@ QCCL_TARGET_AVX512 void decodeSign(const BucketCtx& ctx, const uint8_t* block, u
   for (uint32_t i = 0; i < m; i += 16) {
     __mmask16 bits = loadU16(words + i / 8);
     _mm512_storeu_ps(out + i, addOut(_mm512_mask_blend_ps(bits, l, h), out + i, add));
+  }
+}
+
+// The sum of k sources' decodes of one bucket (BucketDecodeSumFn): the running sum stays in a
+// register across the sources, so out is loaded and stored once per vector instead of once per
+// source. The additions and their order are decodeSign's, source after source.
+template <bool kOneBit>
+QCCL_TARGET_AVX512 void decodeSignSum(const BucketCtx& ctx, const uint8_t* const* blocks, uint32_t k, uint32_t m,
+                                      float* out, bool add) {
+  if (m % 16 || k > kMaxSumSources) {
+    for (uint32_t j = 0; j < k; ++j) decodeSign<kOneBit>(ctx, blocks[j], m, out, add || j > 0);
+    return;
+  }
+  const uint32_t meta = kOneBit ? 8 : 4;
+  __m512 h[kMaxSumSources], l[kMaxSumSources];
+  for (uint32_t j = 0; j < k; ++j) {
+    const float hi = loadF32(blocks[j]), lo = kOneBit ? loadF32(blocks[j] + 4) : -hi;
+    h[j] = _mm512_set1_ps(hi);
+    l[j] = _mm512_set1_ps(lo);
+  }
+  for (uint32_t i = 0; i < m; i += 16) {
+    __m512 acc = _mm512_setzero_ps();
+    for (uint32_t j = 0; j < k; ++j) {
+      const __m512 d = _mm512_mask_blend_ps((__mmask16)loadU16(blocks[j] + meta + i / 8), l[j], h[j]);
+      acc = j == 0 ? addOut(d, out + i, add) : _mm512_add_ps(acc, d);
+    }
+    _mm512_storeu_ps(out + i, acc);
   }
 }
 
@@ -448,6 +536,10 @@ const Kernels* avx512Kernels() {
     r.bucketDecode[(int)CodecId::kOneBit] = decodeSign<true>;
     r.bucketEncode[(int)CodecId::kSignScale] = encodeSign<false>;
     r.bucketDecode[(int)CodecId::kSignScale] = decodeSign<false>;
+    r.bucketDecodeSum[(int)CodecId::kOneBit] = decodeSignSum<true>;
+    r.bucketDecodeSum[(int)CodecId::kSignScale] = decodeSignSum<false>;
+    r.bucketEncodeGain[(int)CodecId::kOneBit] = true;
+    r.bucketEncodeGain[(int)CodecId::kSignScale] = true;
     r.bucketEncode[(int)CodecId::kMaxMin] = encodeMaxMin;
     r.bucketDecode[(int)CodecId::kMaxMin] = decodeMaxMin;
     r.bucketEncode[(int)CodecId::kDyn8] = encodeDyn8;

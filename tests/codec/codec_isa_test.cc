@@ -215,7 +215,7 @@ TEST_P(IsaEquivalence, LongCallsStreamTheSameBits) {
 }
 
 // Error control (EncodeParams::feedbackGain): a vector kernel that does it itself
-// (Kernels::bucketEncodeGain: the AVX2 sign encodes) gives the bits and residuals of the scalar
+// (Kernels::bucketEncodeGain: the AVX2 and AVX-512 sign encodes) gives the bits and residuals of the scalar
 // kernel under encodeWith's generic error control, in cache, streamed and prefetched, on the edge
 // data (non-finite and overflowing buckets take its fallback) and on buckets that are not a
 // multiple of 32 elements.
