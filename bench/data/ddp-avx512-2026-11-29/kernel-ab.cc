@@ -2,30 +2,43 @@
 // process (the machine's memory speed varies 2x between processes): 15 rounds alternating, medians.
 // build: g++ -O2 -std=c++17 -I include -I src kernel-ab.cc -o kernel-ab -L BUILD -lqccl -Wl,-rpath,BUILD
 // usage: kernel-ab [n]   (default 25,600,000 elements, the DDP bucket set of bench_ddp.py)
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
 #include <vector>
-#include <algorithm>
 #include "codec/cpu_kernels.hpp"
 using namespace qccl;
-static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+static double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 int main(int argc, char** argv) {
   size_t n = argc > 1 ? atol(argv[1]) : (size_t)25600000;
   const cpu::Kernels* k = cpu::kernelsFor("avx512");
   cpu::Kernels off = *k;
-  for (int c = 0; c < (int)kNumCodecs; ++c) { off.bucketEncodeGain[c] = false; off.bucketDecodeSum[c] = nullptr; }
-  CodecConfig cfg; cfg.codec = CodecId::kOneBit; cfg.bucket = 512;
-  std::mt19937 rng(1); std::normal_distribution<float> nd;
+  for (int c = 0; c < (int)kNumCodecs; ++c) {
+    off.bucketEncodeGain[c] = false;
+    off.bucketDecodeSum[c] = nullptr;
+  }
+  CodecConfig cfg;
+  cfg.codec = CodecId::kOneBit;
+  cfg.bucket = 512;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
   std::vector<float> in(n), res(n), out(n);
   for (auto& x : in) x = nd(rng);
   for (auto& x : res) x = 0.05f * nd(rng);
   std::vector<uint8_t> w[3];
   for (auto& v : w) v.resize(encodedBytes(cfg, n));
-  EncodeParams p; p.feedbackGain = 0.5f;
+  EncodeParams p;
+  p.feedbackGain = 0.5f;
   for (int j = 0; j < 3; ++j) cpu::encodeWith(*k, cfg, in.data(), nullptr, n, w[j].data(), w[j].size(), EncodeParams{});
-  WireInfo infos[3]; const void* ptrs[3];
-  for (int j = 0; j < 3; ++j) { infos[j] = parseWire(w[j].data(), w[j].size()); ptrs[j] = w[j].data(); }
+  WireInfo infos[3];
+  const void* ptrs[3];
+  for (int j = 0; j < 3; ++j) {
+    infos[j] = parseWire(w[j].data(), w[j].size());
+    ptrs[j] = w[j].data();
+  }
   std::vector<double> t[4];
   for (int it = 0; it < 15; ++it) {
     for (int v = 0; v < 2; ++v) {
@@ -35,10 +48,11 @@ int main(int argc, char** argv) {
       double b = now();
       cpu::decodeSumParsedWith(kk, infos, ptrs, 3, out.data(), n, 0.25f);
       double c = now();
-      t[v].push_back(b - a); t[2 + v].push_back(c - b);
+      t[v].push_back(b - a);
+      t[2 + v].push_back(c - b);
     }
   }
   for (auto& x : t) std::sort(x.begin(), x.end());
-  printf("n=%zu encode gain0.5: kernel %.2f ms  generic %.2f ms | decodeSum 3 src: sumfn %.2f ms  per-source %.2f ms\n", n,
-         t[0][7] * 1e3, t[1][7] * 1e3, t[2][7] * 1e3, t[3][7] * 1e3);
+  printf("n=%zu encode gain0.5: kernel %.2f ms  generic %.2f ms | decodeSum 3 src: sumfn %.2f ms  per-source %.2f ms\n",
+         n, t[0][7] * 1e3, t[1][7] * 1e3, t[2][7] * 1e3, t[3][7] * 1e3);
 }
