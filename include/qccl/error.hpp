@@ -42,8 +42,8 @@ namespace detail {
 }  // namespace qccl
 
 /// Throws qccl::Error(code, "file:line: msg") when cond is false.
-#define QCCL_CHECK(cond, code, msg)                                       \
-  do {                                                                    \
+#define QCCL_CHECK(cond, code, msg)                                             \
+  do {                                                                          \
     if (!(cond)) ::qccl::detail::throwError((code), __FILE__, __LINE__, (msg)); \
   } while (0)
 
