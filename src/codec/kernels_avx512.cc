@@ -396,6 +396,31 @@ QCCL_TARGET_AVX512 void decodeMaxMin(const BucketCtx& ctx, const uint8_t* block,
   }
 }
 
+// The sum of k sources' decodes of one bucket (BucketDecodeSumFn), as decodeSignSum: the running
+// sum in a register across the sources, the additions and their order decodeMaxMin's.
+QCCL_TARGET_AVX512 void decodeMaxMinSum(const BucketCtx& ctx, const uint8_t* const* blocks, uint32_t k, uint32_t m,
+                                        float* out, bool add) {
+  if (m % 16 || k > kMaxSumSources) {
+    for (uint32_t j = 0; j < k; ++j) decodeMaxMin(ctx, blocks[j], m, out, add || j > 0);
+    return;
+  }
+  __m512 mn[kMaxSumSources], step[kMaxSumSources];
+  for (uint32_t j = 0; j < k; ++j) {
+    const float mnS = loadF32(blocks[j]), mxS = loadF32(blocks[j] + 4);
+    mn[j] = _mm512_set1_ps(mnS);
+    step[j] = _mm512_set1_ps(math::maxminStep(mnS, mxS, ctx.bits));
+  }
+  for (uint32_t i = 0; i < m; i += 16) {
+    __m512 acc = _mm512_setzero_ps();
+    for (uint32_t j = 0; j < k; ++j) {
+      const __m512 q = _mm512_cvtepi32_ps(unpackLevels(blocks[j] + 8, i, ctx.bits));
+      const __m512 d = _mm512_add_ps(mn[j], _mm512_mul_ps(q, step[j]));
+      acc = j == 0 ? addOut(d, out + i, add) : _mm512_add_ps(acc, d);
+    }
+    _mm512_storeu_ps(out + i, acc);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // dyn8: absmax pass, then the code search below. Table lookups use in-register permutes of a
 // 128-entry table (gathers are slow on some cores).
@@ -542,6 +567,7 @@ const Kernels* avx512Kernels() {
     r.bucketEncodeGain[(int)CodecId::kSignScale] = true;
     r.bucketEncode[(int)CodecId::kMaxMin] = encodeMaxMin;
     r.bucketDecode[(int)CodecId::kMaxMin] = decodeMaxMin;
+    r.bucketDecodeSum[(int)CodecId::kMaxMin] = decodeMaxMinSum;
     r.bucketEncode[(int)CodecId::kDyn8] = encodeDyn8;
     r.bucketDecode[(int)CodecId::kDyn8] = decodeDyn8;
     setAvx512Casts(&r);  // kernels_avx512_cast.cc
