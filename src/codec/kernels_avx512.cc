@@ -119,6 +119,27 @@ QCCL_TARGET_AVX512 void signResidual(const float* in, uint32_t m, float hi, floa
   }
 }
 
+// The bucket's scales from a finished pass (onebit: the means of the v >= 0 and v < 0 values;
+// signscale: mean |v| and its negative), written to the block's header. False, with nothing
+// written, when the bucket held a non-finite value or a scale is not finite: the scalar kernel
+// then encodes it.
+template <bool kOneBit>
+QCCL_TARGET_AVX512 inline bool signScales(const SignStats& st, uint32_t m, uint8_t* block, float* hi, float* lo) {
+  if (st.bad) return false;
+  if (kOneBit) {
+    const uint32_t cntNeg = m - st.cntPos;
+    *hi = st.cntPos ? foldSlots(st.a) / (float)st.cntPos : 0.0f;
+    *lo = cntNeg ? foldSlots(st.b) / (float)cntNeg : 0.0f;
+  } else {
+    *hi = foldSlots(st.a) / (float)m;
+    *lo = -*hi;
+  }
+  if (!math::isFinite(*hi) || !math::isFinite(*lo)) return false;
+  storeF32(block, *hi);
+  if (kOneBit) storeF32(block + 4, *lo);
+  return true;
+}
+
 template <bool kRes, bool kOneBit>
 QCCL_TARGET_AVX512 bool encodeSignT(const BucketCtx& ctx, const float* in, float* res, uint32_t m, uint64_t base,
                                     uint8_t* block) {
@@ -127,19 +148,8 @@ QCCL_TARGET_AVX512 bool encodeSignT(const BucketCtx& ctx, const float* in, float
   const uint32_t meta = kOneBit ? 8 : 4;
   SignStats st;
   signPass<kRes, kOneBit>(in, res, m, block + meta, &st);
-  if (st.bad) return scalarEncode(c, ctx, in, res, m, base, block);
   float hi, lo;
-  if (kOneBit) {
-    uint32_t cntNeg = m - st.cntPos;
-    hi = st.cntPos ? foldSlots(st.a) / (float)st.cntPos : 0.0f;
-    lo = cntNeg ? foldSlots(st.b) / (float)cntNeg : 0.0f;
-  } else {
-    hi = foldSlots(st.a) / (float)m;
-    lo = -hi;
-  }
-  if (!math::isFinite(hi) || !math::isFinite(lo)) return scalarEncode(c, ctx, in, res, m, base, block);
-  storeF32(block, hi);
-  if (kOneBit) storeF32(block + 4, lo);
+  if (!signScales<kOneBit>(st, m, block, &hi, &lo)) return scalarEncode(c, ctx, in, res, m, base, block);
   if (kRes) signResidual(in, m, hi, lo, res);
   return false;
 }
@@ -161,20 +171,8 @@ QCCL_TARGET_AVX512 bool encodeSignGain(const BucketCtx& ctx, const float* in, fl
   if (m % 32 == 0) {
     SignStats st;
     signPass<true, kOneBit, true>(in, res, m, block + (kOneBit ? 8 : 4), &st, g);
-    float hi = 0.0f, lo = 0.0f;
-    if (!st.bad) {
-      if (kOneBit) {
-        hi = st.cntPos ? foldSlots(st.a) / (float)st.cntPos : 0.0f;
-        const uint32_t cntNeg = m - st.cntPos;
-        lo = cntNeg ? foldSlots(st.b) / (float)cntNeg : 0.0f;
-      } else {
-        hi = foldSlots(st.a) / (float)m;
-        lo = -hi;
-      }
-    }
-    if (!st.bad && math::isFinite(hi) && math::isFinite(lo)) {
-      storeF32(block, hi);
-      if (kOneBit) storeF32(block + 4, lo);
+    float hi, lo;
+    if (signScales<kOneBit>(st, m, block, &hi, &lo)) {
       const __m512 h = _mm512_set1_ps(hi), l = _mm512_set1_ps(lo), zero = _mm512_setzero_ps();
       for (uint32_t i = 0; i < m; i += 16) {
         const __m512 r = _mm512_loadu_ps(res + i), x = _mm512_add_ps(_mm512_loadu_ps(in + i), _mm512_mul_ps(g, r));
