@@ -120,6 +120,25 @@ int commRank(MPI_Comm comm) {
   return rank;
 }
 
+// The two agreement steps of ensureReady. Each receives into its own frame and reads the result
+// there: under MPI_THREAD_MULTIPLE another thread's MPI progress may complete the receive, ordered
+// by libmpi's own atomics, which ThreadSanitizer does not see (tests/tsan-mpi-threads.supp names
+// these frames, as it does the interposer's agree).
+// 1 when every rank holds the same QCCL_* settings, 0 when they differ, -1 when MPI failed.
+__attribute__((noinline)) int agreeOnSettings(MPI_Comm comm) {
+  int64_t mine[2 * kWords], all[2 * kWords];
+  settingsWords(mine);
+  if (PMPI_Allreduce(mine, all, 2 * kWords, MPI_INT64_T, MPI_MIN, comm) != MPI_SUCCESS) return -1;
+  return std::memcmp(mine, all, sizeof(mine)) == 0 ? 1 : 0;
+}
+
+// Whether every rank passed `ok` (false also when MPI failed).
+__attribute__((noinline)) bool agreeAllOk(MPI_Comm comm, bool ok) {
+  int mine = ok ? 1 : 0, all = 0;
+  if (PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) return false;
+  return all != 0;
+}
+
 }  // namespace
 
 CommContext* contextFor(MPI_Comm comm) {
@@ -150,11 +169,10 @@ CommContext* contextFor(MPI_Comm comm) {
 bool ensureReady(CommContext& c, MPI_Comm comm) {
   if (c.state != CommContext::State::kNew) return c.state == CommContext::State::kReady;
   c.state = CommContext::State::kOff;
-  int64_t mine[2 * kWords], all[2 * kWords];
-  settingsWords(mine);
-  if (PMPI_Allreduce(mine, all, 2 * kWords, MPI_INT64_T, MPI_MIN, comm) != MPI_SUCCESS) return false;
+  const int same = agreeOnSettings(comm);
+  if (same < 0) return false;
   // The result is the same on every rank, so every rank takes the same branch.
-  if (std::memcmp(mine, all, sizeof(mine)) != 0) {
+  if (same == 0) {
     if (commRank(comm) == 0)
       std::fprintf(stderr,
                    "qccl-mpi: the QCCL_* settings differ across the ranks of a communicator; its MPI_Allreduce "
@@ -167,8 +185,7 @@ bool ensureReady(CommContext& c, MPI_Comm comm) {
                  qcclGetLastError(nullptr));
     c.qccl = nullptr;
   }
-  int ok = c.qccl != nullptr ? 1 : 0, allOk = 0;
-  if (PMPI_Allreduce(&ok, &allOk, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) allOk = 0;
+  const bool allOk = agreeAllOk(comm, c.qccl != nullptr);
   if (c.qccl != nullptr) counters().commsCreated++;
   if (!allOk) {
     if (c.qccl != nullptr) {
