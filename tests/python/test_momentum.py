@@ -732,3 +732,124 @@ def test_clip_grad_norm_with_no_sync_accumulation(gloo, comm):
         opt.step()
     assert clipped >= 6
     assert max_rel_diff(ref, model.module) < TOL
+
+
+def _two_valued(n, phase, gen):
+    """n values that take two values per 32-element block aligned at -phase (as sra's onebit average
+    does per codec bucket), the pairs differing from block to block."""
+    out = torch.empty(n)
+    start = 0
+    while start < n:
+        end = min(n, start + 32 - (phase if start == 0 else 0))
+        a, b = torch.randn(2, generator=gen)
+        pick = torch.rand(end - start, generator=gen) < 0.5
+        out[start:end] = torch.where(pick, a, b)
+        start = end
+    return out
+
+
+@pytest.mark.parametrize("n", [0, 1, 31, 32, 33, 100, 4096, 10_007])
+def test_packed_sent_holds_every_bit(n):
+    # The packed last average (MomentumCorrection.pack) gives back every value with its bits: two
+    # values per block packed, any other block kept as floats, at every phase, through a rephase.
+    gen = torch.Generator().manual_seed(n)
+    for phase in (0, 1, 17, 31):
+        two = _two_valued(n, phase, gen)
+        mixed = two.clone()
+        if n > 40:
+            mixed[3] = -0.0 if float(mixed[3]) == 0.0 else 0.0  # a signed zero differs by its bits
+            mixed[n // 2] = float("nan")
+            mixed[n - 1] = float("inf")
+            mixed[: n // 4] = torch.randn(n // 4, generator=gen)  # raw blocks
+        for src in (two, mixed):
+            ps = qccl._qccl._PackedSent(src, phase)
+            assert (ps.size, ps.phase) == (n, phase)
+            assert ps.blocks == (0 if n == 0 else (n - 1 + phase) // 32 + 1)
+            back = torch.full((n,), 7.0)
+            ps.store(back)
+            assert back.numpy().tobytes() == src.numpy().tobytes()
+            if src is two:
+                assert ps.raw_blocks == 0
+            elif n > 40:
+                assert 0 < ps.raw_blocks and (n < 1000 or ps.raw_blocks < ps.blocks)
+            for i in {0, n // 3, n - 1} if n else ():
+                got, want = torch.tensor([ps[i]]), src[i:i + 1]
+                assert got.numpy().tobytes() == want.numpy().tobytes()
+            ps.rephase((phase + 5) % 32)
+            back.fill_(7.0)
+            ps.store(back)
+            assert back.numpy().tobytes() == src.numpy().tobytes()
+    with pytest.raises(qccl.Error):
+        qccl._qccl._PackedSent(torch.zeros(10, dtype=torch.float64))
+    with pytest.raises(qccl.Error):
+        qccl._qccl._PackedSent(torch.zeros(10)).store(torch.zeros(9))
+
+
+@pytest.mark.parametrize("mu,keep,wd", [(0.9, 1.0, 0.0), (0.8, 0.7, 1e-2)])
+def test_packed_corrected_pass_matches_the_tensor_one(mu, keep, wd):
+    # The corrected pass from a packed last average, on pieces that start and end inside blocks (as
+    # the epilogue's decoded pieces may): the same bits as the pass on the tensor, and the new
+    # average packed in its place.
+    gen = torch.Generator().manual_seed(5)
+    n, phase = 1000, 9
+    last, now = _two_valued(n, phase, gen), _two_valued(n, phase, gen)
+    now[100:140] = torch.randn(40, generator=gen)  # a few blocks that do not pack
+    p = torch.randn(n, generator=gen)
+    want, sent = now.clone(), last.clone()
+    qccl._qccl._momentum_corrected_from_sent(want, sent, p, mu, keep, wd)
+    ps = qccl._qccl._PackedSent(last, phase)
+    got = now.clone()
+    for lo, hi in [(0, 5), (5, 37), (37, 300), (300, 301), (301, n)]:
+        qccl._qccl._momentum_corrected_packed(got[lo:hi], ps, lo, p, mu, keep, wd)
+    assert got.numpy().tobytes() == want.numpy().tobytes()
+    back = torch.empty(n)
+    ps.store(back)
+    assert back.numpy().tobytes() == now.numpy().tobytes()
+    assert ps.raw_blocks == 2
+    with pytest.raises(qccl.Error):
+        qccl._qccl._momentum_corrected_packed(got[:10], ps, n - 5, p, mu, keep, wd)
+
+
+@pytest.mark.parametrize("codec", ["onebit", "maxmin"])
+def test_packed_last_average_changes_no_bit(gloo, comm, codec):
+    # The last average packed (MomentumCorrection.pack, the default) against always a tensor: the
+    # same parameters bit for bit. onebit's averages pack with no block kept as floats; maxmin's
+    # 4-bit ones (up to 16 values per bucket) do not, so its parameters are unpacked for good.
+    rank = gloo.get_rank()
+    _, packed, sp = pair(OPTIMIZERS["sgd_nesterov_wd"], comm, codec=codec)
+    _, plain, sn = pair(OPTIMIZERS["sgd_nesterov_wd"], comm, codec=codec)
+    sp.momentum.pack, sn.momentum.pack = True, False
+    train([packed, plain], rank, 12)
+    assert digest(packed[0]) == digest(plain[0])
+    sents = [st["sent"] for st in sp.momentum._state.values()]
+    assert len(sents) == 2 and sp.momentum.fused == 22
+    if codec == "onebit":
+        assert all(isinstance(s, qccl._qccl._PackedSent) and s.raw_blocks == 0 for s in sents)
+        assert not sp.momentum._no_pack
+    else:
+        assert all(isinstance(s, torch.Tensor) for s in sents) and len(sp.momentum._no_pack) == 2
+    assert all(isinstance(st["sent"], torch.Tensor) for st in sn.momentum._state.values())
+    # a checkpoint holds tensors either way, and a clipped step (every exchange reconciles) unpacks
+    sd = sp.momentum.state_dict()
+    assert all(isinstance(v, torch.Tensor) for st in sd["state"].values() for v in st.values())
+    clip = lambda step, model, opt: torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01) is not None
+    train([packed, plain], rank, 3, start=12, before_step=clip)
+    assert digest(packed[0]) == digest(plain[0])
+
+
+@pytest.mark.parametrize("isa", ["scalar", "avx2"])
+def test_packed_sent_on_every_cpu_path(isa):
+    # The packed corrected pass has AVX-512, AVX2 and scalar paths, taken by what the CPU has and
+    # capped by QCCL_CPU_ISA: the tests above under each cap, in a process of their own.
+    import os
+    import subprocess
+    import sys
+
+    if int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1")) > 1:
+        pytest.skip("runs in the single-process run (python_momentum_np1)")
+    env = dict(os.environ, QCCL_CPU_ISA=isa)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k",
+                        "packed_sent_holds or packed_corrected_pass"], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert " passed" in r.stdout and "failed" not in r.stdout

@@ -79,6 +79,18 @@ sent out of place took 17 ms of CPU per rank and 34 ms off the 25.6M-parameter D
 (bench/RESULTS.md, "The corrected pass inside the last decode"). Loss-scaled gradients
 (``GradScaler``) and ``maximize`` keep the passes as they were.
 
+The last average packed: the corrected pass without reconciliation reads the last average ``S`` and
+writes this one, 2 x 4 bytes per element of memory traffic besides the bucket itself. After sra with
+onebit or signscale the average holds at most two values per codec bucket, so it is kept exact in a
+``_qccl._PackedSent``: per 32 elements the bits of two floats and a 32-bit mask, 12 bytes instead of
+128, any other block as its floats. The epilogue unpacks each block's ``S`` into registers, runs the
+same arithmetic, and packs the new average from L1: the same bits (``MomentumCorrection.pack``; a
+parameter whose averages keep more than :data:`PACK_MAX_RAW_SHARE` of their blocks as floats, as
+maxmin's do, goes back to a tensor for good). Reconciliation, the drift check, checkpoints and the
+pass after the exchange read it unpacked. It is the default where the pass has its AVX-512 path;
+its AVX2 path saved nothing measurable and its scalar one costs more than the traffic it saves
+(bench/RESULTS.md, "The last average packed").
+
 Without reconciliation (``HookState(..., reconcile=False)``, not for ``"ef21"``): the hook returns
 ``g' = (U - mu * S) / (1 - dampening) - weight_decay * p`` with ``S`` the previous average (the
 optimizer's buffer on the first exchange), so ``opt.step()`` sets ``buf = U + mu * (buf - S)``:
@@ -112,6 +124,27 @@ def _fusable(*tensors: torch.Tensor) -> bool:
     """The fused C++ passes take contiguous float32 CPU tensors (everything else takes torch's)."""
     return all(t.dtype == torch.float32 and t.device.type == "cpu" and t.is_contiguous() for t in tensors)
 
+
+def _packed(sent: Any) -> bool:
+    return isinstance(sent, _qccl._PackedSent)
+
+
+def _numel(sent: Any) -> int:
+    return sent.size if _packed(sent) else sent.numel()
+
+
+def _unpacked(sent: Any) -> torch.Tensor:
+    """sent as a float32 tensor (a new one where it is packed)."""
+    if not _packed(sent):
+        return sent
+    t = torch.empty(sent.size, dtype=torch.float32)
+    sent.store(t)
+    return t
+
+# A parameter whose packed last average keeps more than this share of its blocks as floats is
+# unpacked for good (MomentumCorrection.pack).
+PACK_MAX_RAW_SHARE = 0.25
+
 SCHEMES = ("dgc", "ef21", "onebit_adam", "plain")
 # reconcile="auto": the elements of each parameter compared per exchange (evenly spaced, from an
 # offset that moves with every exchange).
@@ -131,6 +164,9 @@ def _drift(buf: torch.Tensor, sent: torch.Tensor, pf: torch.Tensor, kw: float, o
     """``max |buf - sent| / max(|buf| + |sent| + |kw p|)`` over DRIFT_SAMPLES elements spaced
     ``max(1, n // DRIFT_SAMPLES)`` apart from ``offset`` (infinity where one is not finite, 0 where
     nothing differs): the C++ helper on contiguous float32 CPU tensors, torch's operations else."""
+    if _packed(sent) and _fusable(buf, pf):
+        return _qccl._momentum_drift_packed(buf, sent, pf, kw, DRIFT_SAMPLES, offset)
+    sent = _unpacked(sent)
     if _fusable(buf, sent, pf):
         return _qccl._momentum_drift(buf, sent, pf, kw, DRIFT_SAMPLES, offset)
     n = buf.numel()
@@ -223,6 +259,16 @@ class MomentumCorrection:
         self.fuse = True
         self.fused = 0
         self.unstaged = 0
+        # The last average of a fused exchange without reconciliation kept packed (the C++
+        # _PackedSent: two floats and a 32-bit mask per 32 elements where they hold at most two
+        # values, as onebit's and signscale's sra averages do; exact for any values): the corrected
+        # pass then reads and writes a tenth of its bytes. A parameter whose average needs floats in
+        # more than PACK_MAX_RAW_SHARE of its blocks (other codecs) is unpacked for good (_no_pack).
+        # False: always a tensor (the same bits). The default is True where the pass has its
+        # AVX-512 path (_qccl._packed_sent_fast()): with AVX2 or scalar code its arithmetic costs
+        # as much or more than the memory traffic it saves (bench/RESULTS.md, "The last average packed").
+        self.pack = _qccl._packed_sent_fast()
+        self._no_pack: set = set()
         if scheme == "onebit_adam" and (self.kind == "sgd" or warmup_steps <= 0):
             raise Error("scheme 'onebit_adam' needs torch.optim.Adam or AdamW and warmup_steps > 0", INVALID_ARGUMENT)
         self.optimizer = optimizer
@@ -275,6 +321,8 @@ class MomentumCorrection:
         pf = p.detach().reshape(-1)
         rec = self._reconciles(p, buf, sent, pf, h)
         self._rec[p] = rec
+        if rec and _packed(sent):
+            sent = st["sent"] = _unpacked(sent)
         self.exchanges += 1
         self.reconciled += int(rec)
         d = g if g.dtype == torch.float32 else g.float()  # g is overwritten with the message below
@@ -330,6 +378,8 @@ class MomentumCorrection:
         st = self._state[p]
         buf = self._buffer(p)
         sent = st.get("sent")
+        if _packed(sent):
+            sent = st["sent"] = _unpacked(sent)
         pf = p.detach().reshape(-1)
         d = x if x.dtype == torch.float32 else x.float()
         if scale != 1.0:
@@ -386,13 +436,22 @@ class MomentumCorrection:
         st = self._state.get(p)
         sent = st.get("sent") if st else None
         buf = self._buffer(p)
-        if not self.fuse or scale != 1.0 or h.sign < 0 or sent is None or buf is None or tuple(sent.shape) != (n,):
+        if not self.fuse or scale != 1.0 or h.sign < 0 or sent is None or buf is None or _numel(sent) != n:
+            return None
+        if not _packed(sent) and tuple(sent.shape) != (n,):
             return None
         pf = p.detach().reshape(-1)
         rec = self._rec.get(p, self.reconcile is not False)
         wd_p = pf if h.wd != 0.0 else None
-        if not rec and _fusable(sent, pf):
+        if not rec and (_packed(sent) or _fusable(sent)) and _fusable(pf):
+            if self.pack and p not in self._no_pack:
+                if not _packed(sent):
+                    sent = st["sent"] = _qccl._PackedSent(sent)
+            elif _packed(sent):
+                sent = st["sent"] = _unpacked(sent)
             seg = (sent, None, wd_p, h.mu, h.keep, h.wd)
+        elif rec and _packed(sent):
+            return None  # local() unpacks it when it reconciles; not here: corrected() will
         elif rec and self.scheme != "ef21" and _fusable(buf, sent, pf):
             seg = (sent, buf, wd_p, h.mu, h.keep, h.wd)
         else:
@@ -403,6 +462,11 @@ class MomentumCorrection:
         """What corrected() does after its pass, for a parameter corrected in the exchange's epilogue."""
         self._rec.pop(p, None)
         self.fused += 1
+        st = self._state[p]
+        sent = st.get("sent")
+        if _packed(sent) and sent.raw_blocks > PACK_MAX_RAW_SHARE * sent.blocks:
+            st["sent"] = _unpacked(sent)  # this codec's averages do not pack
+            self._no_pack.add(p)
         if self.scheme == "onebit_adam":
             self._freeze_second_moment(p, self._state[p], self._hyper[p])
 
@@ -413,7 +477,7 @@ class MomentumCorrection:
         depend only on the exchange count: every rank decides alike, so replicas stay identical."""
         if self.reconcile != "auto":
             return bool(self.reconcile)
-        if buf is None or sent is None or sent.shape != buf.shape:
+        if buf is None or sent is None or _numel(sent) != buf.numel():
             return True  # nothing to compare with: start from the buffer, as reconciliation does
         calls = self._calls.get(p, 0)
         self._calls[p] = calls + 1
@@ -422,7 +486,7 @@ class MomentumCorrection:
 
     def snapshot(self) -> Dict[torch.Tensor, Dict[str, torch.Tensor]]:
         """A copy of the local momenta and the buffers last asked for, for restore()."""
-        return {p: {k: v.clone() for k, v in st.items()} for p, st in self._state.items()}
+        return {p: {k: _unpacked(v).clone() for k, v in st.items()} for p, st in self._state.items()}
 
     def restore(self, snap: Dict[torch.Tensor, Dict[str, torch.Tensor]]) -> None:
         """Puts back a snapshot(): a step that a mixed-precision scaler skipped leaves nothing behind
@@ -446,7 +510,8 @@ class MomentumCorrection:
         """This rank's state: per parameter (numbered in the optimizer's param_groups order, as in
         ``optimizer.state_dict()``), the local momentum and the buffer last asked for. It differs
         across ranks: save it per rank, next to the model and the optimizer."""
-        state = {self._index[p]: {k: v.detach().clone() for k, v in st.items()} for p, st in self._state.items()}
+        state = {self._index[p]: {k: _unpacked(v).detach().clone() for k, v in st.items()}
+                 for p, st in self._state.items()}
         # reconcile="auto" samples other elements at every exchange: a resumed run samples as the
         # uninterrupted one would.
         calls = {self._index[p]: n for p, n in self._calls.items()}

@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -20,6 +22,11 @@
 #include <vector>
 
 #include "qccl/qccl.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define QCCL_EXT_AVX2 1
+#endif
 
 namespace nb = nanobind;
 
@@ -164,6 +171,323 @@ void correctedPass(float* __restrict__ xp, const float* __restrict__ op, float* 
   }
 }
 
+// PackedSent: momentum.py's "sent" (the average the last exchange asked the optimizer for) held
+// exactly in less memory. Where the exchange's last decode writes at most two distinct values per
+// codec bucket (onebit and signscale after sra: each element is one of its bucket's two scaled
+// signs), each block of 32 elements is the bits of two floats and a 32-bit mask: 12 bytes instead
+// of 128. The corrected pass without reconciliation reads the last average and writes this one, so
+// with it packed that pass moves 1/10 of sent's bytes (on 25.6M elements 2 x 102 MB less memory
+// traffic per rank and step). A block with more distinct values keeps its floats (`full_`), so any
+// codec is exact; momentum.py unpacks a parameter whose blocks mostly need that. Blocks are aligned
+// to the call's tensor, where codec buckets (multiples of 32 elements) start: block b holds the
+// parameter's elements [32 b - phase, 32 (b + 1) - phase), phase = its offset in the call mod 32.
+// Values are compared and restored by their bits (signed zeros and NaN payloads included).
+class PackedSent {
+ public:
+  static constexpr size_t kBlock = 32;
+
+  PackedSent(size_t n, size_t phase) { reset(n, phase); }
+
+  size_t size() const { return n_; }
+  size_t phase() const { return phase_; }
+  size_t blocks() const { return blk_.size(); }
+  size_t rawBlocks() const { return rawCount_; }
+
+  void load(const float* src) {
+    for (size_t b = 0; b < blk_.size(); ++b) put(b, src + begin(b));
+  }
+  void store(float* dst) const {
+    for (size_t b = 0; b < blk_.size(); ++b) get(b, dst + begin(b));
+  }
+  float at(size_t i) const {
+    const size_t b = blockOf(i);
+    if (raw_[b]) return full_[i];
+    return fromBits((blk_[b].mask >> (i - begin(b))) & 1u ? blk_[b].b : blk_[b].a);
+  }
+  // The same values, blocks aligned to another offset in the call (a rebuilt DDP bucket).
+  void rephase(size_t phase) {
+    if (phase % kBlock == phase_) return;
+    std::vector<float> v(n_);
+    store(v.data());
+    reset(n_, phase);
+    load(v.data());
+  }
+  // correctedPass<kFromSent> on x[0..m), the parameter's elements [off, off + m) (p: the whole
+  // parameter, read only when wd != 0): each block's last average is unpacked into L1, the pass
+  // reads it and writes this average there, and the block is packed again.
+  void correct(float* x, size_t off, size_t m, const float* p, float mu, float keep, float wd);
+
+ private:
+  struct Block {
+    uint32_t a, b, mask;  // element i of the block is b's float where bit i is set, else a's
+  };
+  static uint32_t toBits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  }
+  static float fromBits(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  void reset(size_t n, size_t phase) {
+    n_ = n;
+    phase_ = phase % kBlock;
+    const size_t nb = n == 0 ? 0 : blockOf(n - 1) + 1;
+    blk_.assign(nb, Block{0, 0, 0});
+    raw_.assign(nb, 0);
+    full_.reset();
+    rawCount_ = 0;
+  }
+  size_t blockOf(size_t i) const { return (i + phase_) / kBlock; }
+  size_t begin(size_t b) const { return b == 0 ? 0 : b * kBlock - phase_; }
+  size_t end(size_t b) const { return std::min(n_, (b + 1) * kBlock - phase_); }
+  void get(size_t b, float* out) const;
+  void put(size_t b, const float* in);
+  void keepRaw(size_t b, const float* in);
+#ifdef QCCL_EXT_AVX2
+  size_t correctBlocksAvx2(float* x, size_t b0, size_t b1, const float* p, float mu, float keep, float wd);
+  size_t correctBlocksAvx512(float* x, size_t b0, size_t b1, const float* p, float mu, float keep, float wd);
+#endif
+
+  size_t n_ = 0, phase_ = 0;
+  std::vector<Block> blk_;
+  std::vector<uint8_t> raw_;
+  std::unique_ptr<float[]> full_;  // raw blocks' values at their element index; allocated on first need
+  size_t rawCount_ = 0;
+};
+
+// Bit i set where in[i]'s bits differ from u's (len <= 32).
+uint32_t differsScalar(const float* in, size_t len, uint32_t u) {
+  uint32_t m = 0;
+  for (size_t i = 0; i < len; ++i) {
+    uint32_t v;
+    std::memcpy(&v, in + i, 4);
+    m |= static_cast<uint32_t>(v != u) << i;
+  }
+  return m;
+}
+
+void unpackScalar(uint32_t a, uint32_t b, uint32_t mask, size_t len, float* out) {
+  for (size_t i = 0; i < len; ++i) {
+    const uint32_t v = (mask >> i) & 1u ? b : a;
+    std::memcpy(out + i, &v, 4);
+  }
+}
+
+#ifdef QCCL_EXT_AVX2
+__attribute__((target("avx2"))) uint32_t differs32Avx2(const float* in, uint32_t u) {
+  const __m256i vu = _mm256_set1_epi32(static_cast<int>(u));
+  uint32_t eq = 0;
+  for (int k = 0; k < 4; ++k) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 8 * k));
+    eq |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(v, vu)))) << (8 * k);
+  }
+  return ~eq;
+}
+
+__attribute__((target("avx2"))) void unpack32Avx2(uint32_t a, uint32_t b, uint32_t mask, float* out) {
+  const __m256i va = _mm256_set1_epi32(static_cast<int>(a)), vb = _mm256_set1_epi32(static_cast<int>(b));
+  const __m256i sel = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  for (int k = 0; k < 4; ++k) {
+    const __m256i m = _mm256_set1_epi32(static_cast<int>((mask >> (8 * k)) & 0xffu));
+    const __m256i on = _mm256_cmpeq_epi32(_mm256_and_si256(m, sel), sel);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8 * k), _mm256_blendv_epi8(va, vb, on));
+  }
+}
+
+// QCCL_CPU_ISA caps these kernels as it caps the library's codec kernels (scalar|avx2|avx512).
+int isaCap() {
+  static const int cap = [] {
+    const char* e = std::getenv("QCCL_CPU_ISA");
+    const std::string v = e != nullptr ? e : "";
+    return v == "scalar" ? 0 : v == "avx2" ? 1 : 2;
+  }();
+  return cap;
+}
+
+bool haveAvx2() {
+  static const bool yes = isaCap() >= 1 && __builtin_cpu_supports("avx2");
+  return yes;
+}
+
+bool haveAvx512() {
+  static const bool yes = isaCap() >= 2 && __builtin_cpu_supports("avx512f");
+  return yes;
+}
+#endif
+
+uint32_t differs(const float* in, size_t len, uint32_t u) {
+#ifdef QCCL_EXT_AVX2
+  if (len == PackedSent::kBlock && haveAvx2()) return differs32Avx2(in, u);
+#endif
+  return differsScalar(in, len, u);
+}
+
+void PackedSent::get(size_t b, float* out) const {
+  const size_t lo = begin(b), len = end(b) - lo;
+  if (raw_[b]) {
+    std::memcpy(out, full_.get() + lo, len * sizeof(float));
+    return;
+  }
+  const Block& k = blk_[b];
+#ifdef QCCL_EXT_AVX2
+  if (len == kBlock && haveAvx2()) return unpack32Avx2(k.a, k.b, k.mask, out);
+#endif
+  unpackScalar(k.a, k.b, k.mask, len, out);
+}
+
+void PackedSent::put(size_t b, const float* in) {
+  const size_t lo = begin(b), len = end(b) - lo;
+  const uint32_t all = len == 32 ? ~0u : (1u << len) - 1u;
+  const uint32_t a = toBits(in[0]), mask = differs(in, len, a) & all;
+  const uint32_t other = mask != 0 ? toBits(in[__builtin_ctz(mask)]) : a;
+  // two values at most: every element that is not a's is other's
+  if ((mask & differs(in, len, other) & all) == 0) {
+    blk_[b] = Block{a, other, mask};
+    if (raw_[b]) {
+      raw_[b] = 0;
+      --rawCount_;
+    }
+    return;
+  }
+  keepRaw(b, in);
+}
+
+void PackedSent::keepRaw(size_t b, const float* in) {
+  if (!full_) full_.reset(new float[n_]);
+  const size_t lo = begin(b);
+  std::memcpy(full_.get() + lo, in, (end(b) - lo) * sizeof(float));
+  if (!raw_[b]) {
+    raw_[b] = 1;
+    ++rawCount_;
+  }
+}
+
+#ifdef QCCL_EXT_AVX2
+// correct() on the whole blocks [b0, b1) (x: block b0's first element), 8 lanes at a time with the
+// last average unpacked in registers: the same operations in the same order as correctedPass (a
+// multiply and a subtraction, no fused multiply-add), so the same bits; then this average packed
+// from L1. Returns b1.
+__attribute__((target("avx2"))) size_t PackedSent::correctBlocksAvx2(float* x, size_t b0, size_t b1, const float* p,
+                                                                     float mu, float keep, float wd) {
+  const __m256 vmu = _mm256_set1_ps(mu), vinv = _mm256_set1_ps(1.0f / keep), vwd = _mm256_set1_ps(wd);
+  const bool one = keep == 1.0f;
+  const __m256i sel = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  alignas(32) float in[kBlock];
+  for (size_t b = b0; b < b1; ++b, x += kBlock) {
+    const size_t lo = begin(b);
+    const float* pb = p != nullptr ? p + lo : nullptr;
+    const float* rb = raw_[b] ? full_.get() + lo : nullptr;
+    const Block k = blk_[b];
+    const __m256i va = _mm256_set1_epi32(static_cast<int>(k.a)), vb = _mm256_set1_epi32(static_cast<int>(k.b));
+    for (int j = 0; j < 4; ++j) {
+      __m256 r;
+      if (rb != nullptr) {
+        r = _mm256_loadu_ps(rb + 8 * j);
+      } else {
+        const __m256i m = _mm256_set1_epi32(static_cast<int>((k.mask >> (8 * j)) & 0xffu));
+        r = _mm256_castsi256_ps(_mm256_blendv_epi8(va, vb, _mm256_cmpeq_epi32(_mm256_and_si256(m, sel), sel)));
+      }
+      const __m256 v = _mm256_loadu_ps(x + 8 * j);
+      _mm256_store_ps(in + 8 * j, v);
+      __m256 y = _mm256_sub_ps(v, _mm256_mul_ps(vmu, r));
+      if (!one) y = _mm256_mul_ps(y, vinv);
+      if (pb != nullptr) y = _mm256_sub_ps(y, _mm256_mul_ps(vwd, _mm256_loadu_ps(pb + 8 * j)));
+      _mm256_storeu_ps(x + 8 * j, y);
+    }
+    const uint32_t a = toBits(in[0]), mask = differs32Avx2(in, a);
+    const uint32_t other = mask != 0 ? toBits(in[__builtin_ctz(mask)]) : a;
+    if ((mask & differs32Avx2(in, other)) != 0) {
+      keepRaw(b, in);
+      continue;
+    }
+    blk_[b] = Block{a, other, mask};
+    if (raw_[b]) {
+      raw_[b] = 0;
+      --rawCount_;
+    }
+  }
+  return b1;
+}
+
+// correctBlocksAvx2 with 16 lanes: the mask's bits select the last average's values directly, and
+// the comparisons that pack this average give masks.
+__attribute__((target("avx512f"))) size_t PackedSent::correctBlocksAvx512(float* x, size_t b0, size_t b1,
+                                                                          const float* p, float mu, float keep,
+                                                                          float wd) {
+  const __m512 vmu = _mm512_set1_ps(mu), vinv = _mm512_set1_ps(1.0f / keep), vwd = _mm512_set1_ps(wd);
+  const bool one = keep == 1.0f;
+  alignas(64) float in[kBlock];
+  for (size_t b = b0; b < b1; ++b, x += kBlock) {
+    const size_t lo = begin(b);
+    const float* pb = p != nullptr ? p + lo : nullptr;
+    const float* rb = raw_[b] ? full_.get() + lo : nullptr;
+    const Block k = blk_[b];
+    const __m512 va = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(k.a)));
+    const __m512 vb = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(k.b)));
+    const uint32_t a = toBits(x[0]);  // this average's first value, before the pass rewrites x
+    __m512i v[2];
+    for (int j = 0; j < 2; ++j) {
+      const __m512 r = rb != nullptr ? _mm512_loadu_ps(rb + 16 * j)
+                                     : _mm512_mask_blend_ps(static_cast<__mmask16>(k.mask >> (16 * j)), va, vb);
+      const __m512 xv = _mm512_loadu_ps(x + 16 * j);
+      v[j] = _mm512_castps_si512(xv);
+      __m512 y = _mm512_sub_ps(xv, _mm512_mul_ps(vmu, r));
+      if (!one) y = _mm512_mul_ps(y, vinv);
+      if (pb != nullptr) y = _mm512_sub_ps(y, _mm512_mul_ps(vwd, _mm512_loadu_ps(pb + 16 * j)));
+      _mm512_storeu_ps(x + 16 * j, y);
+    }
+    const __m512i ea = _mm512_set1_epi32(static_cast<int>(a));
+    const uint32_t mask = ~(static_cast<uint32_t>(_mm512_cmpeq_epi32_mask(v[0], ea)) |
+                            static_cast<uint32_t>(_mm512_cmpeq_epi32_mask(v[1], ea)) << 16);
+    uint32_t other = a;
+    if (mask != 0) {
+      _mm512_store_si512(in, v[0]);
+      _mm512_store_si512(in + 16, v[1]);
+      other = toBits(in[__builtin_ctz(mask)]);
+      const __m512i eo = _mm512_set1_epi32(static_cast<int>(other));
+      const uint32_t eq = static_cast<uint32_t>(_mm512_cmpeq_epi32_mask(v[0], eo)) |
+                          static_cast<uint32_t>(_mm512_cmpeq_epi32_mask(v[1], eo)) << 16;
+      if ((mask & ~eq) != 0) {
+        keepRaw(b, in);
+        continue;
+      }
+    }
+    blk_[b] = Block{a, other, mask};
+    if (raw_[b]) {
+      raw_[b] = 0;
+      --rawCount_;
+    }
+  }
+  return b1;
+}
+#endif
+
+void PackedSent::correct(float* x, size_t off, size_t m, const float* p, float mu, float keep, float wd) {
+  alignas(32) float last[kBlock];
+  for (size_t i = off, e = off + m; i < e;) {
+    const size_t b = blockOf(i), lo = begin(b), to = std::min(e, end(b));
+#ifdef QCCL_EXT_AVX2
+    // whole blocks from here to the last one that ends at or before e
+    const size_t whole = (e + phase_) / kBlock;
+    if (i == lo && (b > 0 || phase_ == 0) && whole > b && haveAvx2()) {
+      if (haveAvx512())
+        correctBlocksAvx512(x + (i - off), b, whole, p, mu, keep, wd);
+      else
+        correctBlocksAvx2(x + (i - off), b, whole, p, mu, keep, wd);
+      i = whole * kBlock - phase_;
+      continue;
+    }
+#endif
+    get(b, last);
+    correctedPass<true>(x + (i - off), nullptr, last + (i - lo), p != nullptr ? p + i : nullptr, to - i, mu, keep, wd);
+    put(b, last);
+    i = to;
+  }
+}
+
 // Reconciled (the default): u = mu * (u - (sent - buf)) + keep * (g + wd * p); g = u; sent is left
 // as it was (corrected() rewrites it before it is read again).
 void momentumLocal(Array g, Array u, Array sent, Array buf, Array p, float mu, float keep, float wd) {
@@ -224,7 +548,8 @@ struct Segment {
 
 struct CorrectSegment : Segment {
   float* sent = nullptr;
-  const float* old = nullptr;  // the optimizer's buffer when reconciling, else null (from sent)
+  PackedSent* packed = nullptr;  // instead of sent (from sent only)
+  const float* old = nullptr;    // the optimizer's buffer when reconciling, else null (from sent)
 };
 
 // fn(segment, x, off, m) for each part of values[0..count) (elements [first, first + count) of the
@@ -273,6 +598,7 @@ void localPrologue(void* user, float* values, size_t first, size_t count) {
 void correctEpilogue(void* user, float* values, size_t first, size_t count) {
   forEachPart(static_cast<const FusedPasses*>(user)->corrected, values, first, count,
               [](const CorrectSegment& sg, float* x, size_t off, size_t m) {
+                if (sg.packed != nullptr) return sg.packed->correct(x, off, m, sg.p, sg.mu, sg.keep, sg.wd);
                 const float* pp = sg.p != nullptr ? sg.p + off : nullptr;
                 if (sg.old != nullptr)
                   correctedPass<false>(x, sg.old + off, sg.sent + off, pp, m, sg.mu, sg.keep, sg.wd);
@@ -289,22 +615,52 @@ void correctEpilogue(void* user, float* values, size_t first, size_t count) {
 // max |buf - sent| over max (|buf| + |sent| + |kw * p|), kw = keep * wd (p read only when kw != 0).
 // Without anything changing the gradient between the hook and opt.step(), the two differ by the
 // rounding of the optimizer's arithmetic only. Infinity where a sampled value is not finite.
-double momentumDrift(Array buf, Array sent, Array p, float kw, size_t samples, size_t offset) {
-  const size_t n = buf.size();
-  const float* bp = f32Data(buf, n, "buf");
-  const float* sp = f32Data(sent, n, "sent");
-  const float* pp = kw != 0.0f ? f32Data(p, n, "p") : nullptr;
+template <typename Sent>
+double drift(const float* bp, Sent sent, const float* pp, size_t n, float kw, size_t samples, size_t offset) {
   if (n == 0 || samples == 0) return 0.0;
   const size_t stride = std::max<size_t>(1, n / samples);
   double dev = 0.0, scale = 0.0;
   for (size_t k = 0, i = offset % stride; k < samples && i < n; ++k, i += stride) {
-    const double b = bp[i], s = sp[i], w = pp != nullptr ? static_cast<double>(kw) * pp[i] : 0.0;
+    const double b = bp[i], s = sent(i), w = pp != nullptr ? static_cast<double>(kw) * pp[i] : 0.0;
     if (!std::isfinite(b) || !std::isfinite(s) || !std::isfinite(w)) return INFINITY;
     dev = std::max(dev, std::fabs(b - s));
     scale = std::max(scale, std::fabs(b) + std::fabs(s) + std::fabs(w));
   }
   if (dev == 0.0) return 0.0;
   return scale > 0.0 ? dev / scale : INFINITY;
+}
+
+double momentumDrift(Array buf, Array sent, Array p, float kw, size_t samples, size_t offset) {
+  const size_t n = buf.size();
+  const float* bp = f32Data(buf, n, "buf");
+  const float* sp = f32Data(sent, n, "sent");
+  const float* pp = kw != 0.0f ? f32Data(p, n, "p") : nullptr;
+  return drift(
+      bp, [sp](size_t i) { return sp[i]; }, pp, n, kw, samples, offset);
+}
+
+// momentumCorrectedFromSent with sent packed, on x = elements [off, off + x.size()) of the
+// parameter (p: all of it, read only when wd != 0), as the epilogue runs it on each decoded piece.
+void momentumCorrectedPacked(Array x, PackedSent& sent, size_t off, Array p, float mu, float keep, float wd) {
+  const size_t m = x.size();
+  float* xp = f32Data(x, m, "x");
+  if (off > sent.size() || m > sent.size() - off)
+    invalid("x: elements [" + std::to_string(off) + ", " + std::to_string(off + m) + ") of a sent of " +
+            std::to_string(sent.size()));
+  const float* pp = wd != 0.0f ? f32Data(p, sent.size(), "p") : nullptr;
+  nb::gil_scoped_release unlocked;
+  sent.correct(xp, off, m, pp, mu, keep, wd);
+}
+
+// momentumDrift with the last average packed.
+double momentumDriftPacked(Array buf, const PackedSent& sent, Array p, float kw, size_t samples, size_t offset) {
+  const size_t n = buf.size();
+  const float* bp = f32Data(buf, n, "buf");
+  if (sent.size() != n)
+    invalid("sent: expected " + std::to_string(n) + " elements, not " + std::to_string(sent.size()));
+  const float* pp = kw != 0.0f ? f32Data(p, n, "p") : nullptr;
+  return drift(
+      bp, [&sent](size_t i) { return sent.at(i); }, pp, n, kw, samples, offset);
 }
 
 qcclConfig_t makeConfig(const nb::dict& overrides) {
@@ -563,8 +919,16 @@ void allreduceCorrected(Comm& self, Array send, Array recv, int op, uint64_t id,
     if (t.size() != 8) invalid("segment: expected (begin, n, sent, old, p, mu, keep, wd)");
     CorrectSegment sg;
     parseSegment(t, 4, recv.size(), "segment", "the output", sg);
-    Array sent = nb::cast<Array>(t[2]);
-    sg.sent = f32Data(sent, sg.n, "sent");
+    if (nb::isinstance<PackedSent>(t[2])) {
+      sg.packed = nb::cast<PackedSent*>(t[2]);
+      if (sg.packed->size() != sg.n)
+        invalid("segment: sent holds " + std::to_string(sg.packed->size()) + " elements, not " + std::to_string(sg.n));
+      if (!t[3].is_none()) invalid("segment: a packed sent takes no old (it is the corrected pass from sent)");
+      sg.packed->rephase(sg.begin % PackedSent::kBlock);  // its blocks where the codec's buckets start
+    } else {
+      Array sent = nb::cast<Array>(t[2]);
+      sg.sent = f32Data(sent, sg.n, "sent");
+    }
     if (!t[3].is_none()) {
       Array old = nb::cast<Array>(t[3]);
       sg.old = f32Data(old, sg.n, "old");
@@ -781,6 +1145,46 @@ NB_MODULE(_qccl, m) {
         nb::arg("p").noconvert(), nb::arg("mu"), nb::arg("keep"), nb::arg("wd"));
   m.def("_momentum_corrected_from_sent", &momentumCorrectedFromSent, nb::arg("x").noconvert(),
         nb::arg("sent").noconvert(), nb::arg("p").noconvert(), nb::arg("mu"), nb::arg("keep"), nb::arg("wd"));
+  nb::class_<PackedSent>(m, "_PackedSent")
+      .def(
+          "__init__",
+          [](PackedSent* self, Array src, size_t phase) {
+            const size_t n = src.size();
+            const float* sp = f32Data(src, n, "src");
+            new (self) PackedSent(n, phase);
+            nb::gil_scoped_release unlocked;
+            self->load(sp);
+          },
+          nb::arg("src").noconvert(), nb::arg("phase") = 0)
+      .def_prop_ro("size", &PackedSent::size)
+      .def_prop_ro("phase", &PackedSent::phase)
+      .def_prop_ro("blocks", &PackedSent::blocks)
+      .def_prop_ro("raw_blocks", &PackedSent::rawBlocks)
+      .def(
+          "store",
+          [](const PackedSent& self, Array dst) {
+            float* dp = f32Data(dst, self.size(), "dst");
+            nb::gil_scoped_release unlocked;
+            self.store(dp);
+          },
+          nb::arg("dst").noconvert())
+      .def("rephase", &PackedSent::rephase, nb::arg("phase"))
+      .def("__getitem__", [](const PackedSent& self, size_t i) {
+        if (i >= self.size()) throw nb::index_error();
+        return self.at(i);
+      });
+  // Whether the packed corrected pass has its AVX-512 path here (momentum.py packs by default then).
+  m.def("_packed_sent_fast", [] {
+#ifdef QCCL_EXT_AVX2
+    return haveAvx512();
+#else
+    return false;
+#endif
+  });
+  m.def("_momentum_corrected_packed", &momentumCorrectedPacked, nb::arg("x").noconvert(), nb::arg("sent"),
+        nb::arg("off"), nb::arg("p").noconvert(), nb::arg("mu"), nb::arg("keep"), nb::arg("wd"));
+  m.def("_momentum_drift_packed", &momentumDriftPacked, nb::arg("buf").noconvert(), nb::arg("sent"),
+        nb::arg("p").noconvert(), nb::arg("kw"), nb::arg("samples"), nb::arg("offset"));
   m.def("_momentum_drift", &momentumDrift, nb::arg("buf").noconvert(), nb::arg("sent").noconvert(),
         nb::arg("p").noconvert(), nb::arg("kw"), nb::arg("samples"), nb::arg("offset"));
 
