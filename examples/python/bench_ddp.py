@@ -12,7 +12,8 @@ from the second step, in as few buckets as DDP allows; on request) and the qccl 
 codec given by --codecs (default onebit and maxmin 4-bit; a codec with the suffix +m, e.g.
 onebit+m, hands the hook the optimizer: momentum-aware compression, HookState(optimizer=opt), with
 its default reconcile="auto"; +mu does so with reconcile=False, +mr with reconcile=True, +ma with
-every momentum pass outside the exchange, as before 2026-11-28: MomentumCorrection.fuse = False).
+every momentum pass outside the exchange, as before 2026-11-28: MomentumCorrection.fuse = False;
++mn with the last average never packed: MomentumCorrection.pack = False).
 Every variant steps with the same optimizer, plain SGD or with --momentum SGD with momentum. Each
 variant runs --warmup untimed
 steps and then --steps timed ones on the same synthetic batch; rank 0 prints the median step
@@ -58,9 +59,10 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--codecs", default="onebit,maxmin:4",
-                    help="qccl codecs, codec[:bits][+m|+mu|+mr|+ma][+hc][/G][@algo] separated by commas; +m: "
+                    help="qccl codecs, codec[:bits][+m|+mu|+mr|+ma|+mn][+hc][/G][@algo] separated by commas; +m: "
                          "HookState(optimizer=opt); +mu / +mr: the same with reconcile=False / True; +ma: with "
-                         "every momentum pass outside the exchange (fuse=False); +hc: clip "
+                         "every momentum pass outside the exchange (fuse=False); +mn: the last average never "
+                         "packed (pack=False); +hc: clip "
                          "in the hook "
                          "(--clip); /G: HookState(..., feedback_gain=G) (error control; default: the hook's); "
                          "@sra or @allgather: that variant's algorithm (overrides --algo)")
@@ -202,6 +204,9 @@ def time_variant(name, base, hook, state, x, y, args, mpi, comm):
         out["qccl_reconcile"] = momentum.reconcile
         out["qccl_reconciled_share"] = momentum.reconciled / max(1, momentum.exchanges)
         out["qccl_fused_share"] = momentum.fused / max(1, momentum.exchanges)
+        # the parameters whose last average is held packed after the last step (momentum.py, pack)
+        sents = [st.get("sent") for st in momentum._state.values()]
+        out["qccl_packed_share"] = sum(isinstance(s, qccl._qccl._PackedSent) for s in sents) / max(1, len(sents))
     if args.clip > 0:
         out["clip"] = "hook" if getattr(state, "clip_grad_norm", None) else "loop"
     for k, v in zip(PHASES, phases[1:]):
@@ -258,15 +263,20 @@ def main():
         clip = args.clip if hook_clip else None
         reconcile = {"+mu": False, "+mr": True}.get(base_spec[-3:], "auto")
         fuse = not base_spec.endswith("+ma")
-        aware = base_spec.endswith("+m") or reconcile != "auto" or not fuse
-        codec, _, bits = (base_spec.removesuffix("+mu").removesuffix("+mr").removesuffix("+ma").removesuffix("+m")
+        pack = None if not base_spec.endswith("+mn") else False  # None: the hook's default
+        aware = base_spec.endswith("+m") or reconcile != "auto" or not fuse or pack is False
+        codec, _, bits = (base_spec.removesuffix("+mu").removesuffix("+mr").removesuffix("+ma").removesuffix("+mn")
+                          .removesuffix("+m")
                           .partition(":"))
         bits = int(bits) if bits else None
         if aware:
-            def state(opt, codec=codec, bits=bits, algo=algo, reconcile=reconcile, clip=clip, fuse=fuse, gain=gain):
+            def state(opt, codec=codec, bits=bits, algo=algo, reconcile=reconcile, clip=clip, fuse=fuse, pack=pack,
+                      gain=gain):
                 st = qtorch.HookState(comm, codec=codec, bits=bits, algo=algo, optimizer=opt, reconcile=reconcile,
                                       clip_grad_norm=clip, feedback_gain=gain)
                 st.momentum.fuse = fuse
+                if pack is not None:
+                    st.momentum.pack = pack
                 return st
         else:
             state = qtorch.HookState(comm, codec=codec, bits=bits, algo=algo, clip_grad_norm=clip, feedback_gain=gain)
