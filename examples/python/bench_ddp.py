@@ -13,7 +13,8 @@ codec given by --codecs (default onebit and maxmin 4-bit; a codec with the suffi
 onebit+m, hands the hook the optimizer: momentum-aware compression, HookState(optimizer=opt), with
 its default reconcile="auto"; +mu does so with reconcile=False, +mr with reconcile=True, +ma with
 every momentum pass outside the exchange, as before 2026-11-28: MomentumCorrection.fuse = False;
-+mn with the last average never packed: MomentumCorrection.pack = False).
++mn with the last average never packed and +mp with it always packed: MomentumCorrection.pack =
+False / True, instead of the default that depends on the CPU).
 Every variant steps with the same optimizer, plain SGD or with --momentum SGD with momentum. Each
 variant runs --warmup untimed
 steps and then --steps timed ones on the same synthetic batch; rank 0 prints the median step
@@ -59,10 +60,10 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--codecs", default="onebit,maxmin:4",
-                    help="qccl codecs, codec[:bits][+m|+mu|+mr|+ma|+mn][+hc][/G][@algo] separated by commas; +m: "
+                    help="qccl codecs, codec[:bits][+m|+mu|+mr|+ma|+mn|+mp][+hc][/G][@algo] separated by commas; +m: "
                          "HookState(optimizer=opt); +mu / +mr: the same with reconcile=False / True; +ma: with "
-                         "every momentum pass outside the exchange (fuse=False); +mn: the last average never "
-                         "packed (pack=False); +hc: clip "
+                         "every momentum pass outside the exchange (fuse=False); +mn / +mp: the last average "
+                         "never / always packed (pack=False / True); +hc: clip "
                          "in the hook "
                          "(--clip); /G: HookState(..., feedback_gain=G) (error control; default: the hook's); "
                          "@sra or @allgather: that variant's algorithm (overrides --algo)")
@@ -263,10 +264,10 @@ def main():
         clip = args.clip if hook_clip else None
         reconcile = {"+mu": False, "+mr": True}.get(base_spec[-3:], "auto")
         fuse = not base_spec.endswith("+ma")
-        pack = None if not base_spec.endswith("+mn") else False  # None: the hook's default
-        aware = base_spec.endswith("+m") or reconcile != "auto" or not fuse or pack is False
+        pack = {"+mn": False, "+mp": True}.get(base_spec[-3:])  # None: the hook's default
+        aware = base_spec.endswith("+m") or reconcile != "auto" or not fuse or pack is not None
         codec, _, bits = (base_spec.removesuffix("+mu").removesuffix("+mr").removesuffix("+ma").removesuffix("+mn")
-                          .removesuffix("+m")
+                          .removesuffix("+mp").removesuffix("+m")
                           .partition(":"))
         bits = int(bits) if bits else None
         if aware:

@@ -65,29 +65,35 @@ def test_bench_ddp_end_to_end(tmp_path):
     cmd = [os.environ.get("QCCL_MPIEXEC", "mpirun"), "--allow-run-as-root", "--oversubscribe", "-np", "2",
            sys.executable, os.path.join(REPO, "examples", "python", "bench_ddp.py"), "--width", "64", "--layers", "2",
            "--batch", "4", "--steps", "2", "--warmup", "3", "--baselines", "compute,noop,fp32,fp16,powersgd",
-           "--codecs", "onebit,maxmin:4,onebit+m,onebit+m@sra,onebit+mu@sra,onebit+mn@sra", "--momentum", "0.9", "--bucket-view", "--link", "none", "--json", str(out)]
+           "--codecs", "onebit,maxmin:4,onebit+m,onebit+m@sra,onebit+mu@sra,onebit+mn@sra,onebit+mp@sra",
+           "--momentum", "0.9", "--bucket-view", "--link", "none", "--json", str(out)]
     subprocess.run(cmd, check=True, timeout=240)
     d = json.loads(out.read_text())
     names = [r["variant"] for r in d["results"]]
     assert names == ["compute", "noop", "fp32", "fp16", "powersgd", "qccl-onebit", "qccl-maxmin:4", "qccl-onebit+m",
-                     "qccl-onebit+m@sra", "qccl-onebit+mu@sra", "qccl-onebit+mn@sra"]
+                     "qccl-onebit+m@sra", "qccl-onebit+mu@sra", "qccl-onebit+mn@sra",
+                     "qccl-onebit+mp@sra"]
     algos = {r["variant"]: r.get("qccl_algo") for r in d["results"]}
     # 2 ranks: the hook's own choice is allgather; "@sra" overrides it for that variant only
     assert algos == {"compute": None, "noop": None, "fp32": None, "fp16": None, "powersgd": None,
                      "qccl-onebit": "allgather", "qccl-maxmin:4": "allgather", "qccl-onebit+m": "allgather",
-                     "qccl-onebit+m@sra": "sra", "qccl-onebit+mu@sra": "sra", "qccl-onebit+mn@sra": "sra"}
+                     "qccl-onebit+m@sra": "sra", "qccl-onebit+mu@sra": "sra", "qccl-onebit+mn@sra": "sra",
+                     "qccl-onebit+mp@sra": "sra"}
     # "+m": optimizer= with its default reconcile="auto", "+mu": reconcile=False; the plain hook has no
     # momentum state to report
     assert {r["variant"]: r.get("qccl_reconcile") for r in d["results"] if r["variant"].startswith("qccl-")} == {
         "qccl-onebit": None, "qccl-maxmin:4": None, "qccl-onebit+m": "auto", "qccl-onebit+m@sra": "auto",
-        "qccl-onebit+mu@sra": False, "qccl-onebit+mn@sra": "auto"}
+        "qccl-onebit+mu@sra": False, "qccl-onebit+mn@sra": "auto",
+        "qccl-onebit+mp@sra": "auto"}
     # the last average packed (momentum.py, pack; by default where its AVX-512 pass runs): sra's onebit
-    # averages pack, allgather's sums of two ranks' do not (the parameter is unpacked for good), +mn never
+    # averages pack, allgather's sums of two ranks' do not (the parameter is unpacked for good), +mn never,
+    # +mp always
     import qccl
 
     packed = {r["variant"]: r.get("qccl_packed_share") for r in d["results"] if "+m" in r["variant"]}
-    assert packed == {"qccl-onebit+m": 0.0, "qccl-onebit+m@sra": 1.0 if qccl._qccl._packed_sent_fast() else 0.0,
-                      "qccl-onebit+mu@sra": 1.0 if qccl._qccl._packed_sent_fast() else 0.0, "qccl-onebit+mn@sra": 0.0}
+    default = 1.0 if qccl._qccl._packed_sent_fast() else 0.0
+    assert packed == {"qccl-onebit+m": 0.0, "qccl-onebit+m@sra": default, "qccl-onebit+mu@sra": default,
+                      "qccl-onebit+mn@sra": 0.0, "qccl-onebit+mp@sra": 1.0}
     assert d["args"]["bucket_view"] is True
     for r in d["results"]:
         assert r["median_s"] > 0

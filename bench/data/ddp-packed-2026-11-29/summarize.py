@@ -13,8 +13,8 @@ jobs = []
 for f in sorted(glob.glob(os.path.join(root, "r*", "b%s_1gbit.json" % batch))):
     with open(f) as fh:
         jobs.append({r["variant"]: r for r in json.load(fh)["results"]})
-print("| variant | step ms, median (range) | / (floor + wire) | x_best | CPU ms per rank and step | packed share | jobs |")
-print("|---|---:|---:|---:|---:|---:|---:|")
+print("| variant | step ms, median (range) | / (floor + wire) | x_best | CPU ms per rank and step | decode ms | packed share | jobs |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for variant in ("compute", "fp32", "fp16", "qccl-onebit", "qccl-onebit+m", "qccl-onebit+mn"):
     have = [j for j in jobs if variant in j]
     if not have:
@@ -30,7 +30,8 @@ for variant in ("compute", "fp32", "fp16", "qccl-onebit", "qccl-onebit+m", "qccl
                   "%.2f (%.2f-%.2f)" % (statistics.median(xb), min(xb), max(xb))]
     else:
         cells += ["-", "-"]
-    cells.append("%.1f" % statistics.median(j[variant].get("cpu_s", 0.0) * 1e3 for j in have))
+    for key in ("cpu_s", "decode_s"):  # decode_s includes the corrected pass that runs inside it
+        cells.append("%.1f" % statistics.median(j[variant].get(key, 0.0) * 1e3 for j in have))
     ps = [j[variant].get("qccl_packed_share") for j in have]
     cells.append("-" if ps[0] is None else "%.2f" % statistics.median(ps))
     print("| %s | %s | %d |" % (variant.replace("qccl-", "qccl "), " | ".join(cells), len(have)))
@@ -40,6 +41,10 @@ if pairs:
     d = [b - a for a, b in pairs]
     cpu = [(j["qccl-onebit+mn"]["cpu_s"] - j["qccl-onebit+m"]["cpu_s"]) * 1e3 for j in jobs
            if "qccl-onebit+m" in j and "qccl-onebit+mn" in j]
+    dec = [(j["qccl-onebit+mn"]["decode_s"] - j["qccl-onebit+m"]["decode_s"]) * 1e3 for j in jobs
+           if "qccl-onebit+m" in j and "qccl-onebit+mn" in j]
     print("\npacked (onebit+m) against never packed (onebit+mn), paired by round: step %.1f ms shorter, median "
-          "(range %.1f to %.1f, shorter in %d of %d); CPU per rank %.1f ms less, median"
-          % (statistics.median(d), min(d), max(d), sum(x > 0 for x in d), len(d), statistics.median(cpu)))
+          "(range %.1f to %.1f, shorter in %d of %d); CPU per rank %.1f ms less, median; decode (with the "
+          "corrected pass) %.1f ms less per rank, median (range %.1f to %.1f, less in %d of %d)"
+          % (statistics.median(d), min(d), max(d), sum(x > 0 for x in d), len(d), statistics.median(cpu),
+             statistics.median(dec), min(dec), max(dec), sum(x > 0 for x in dec), len(dec)))

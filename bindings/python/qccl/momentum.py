@@ -80,16 +80,18 @@ sent out of place took 17 ms of CPU per rank and 34 ms off the 25.6M-parameter D
 (``GradScaler``) and ``maximize`` keep the passes as they were.
 
 The last average packed: the corrected pass without reconciliation reads the last average ``S`` and
-writes this one, 2 x 4 bytes per element of memory traffic besides the bucket itself. After sra with
+writes this one, and ``S`` is a float per parameter element held between steps. After sra with
 onebit or signscale the average holds at most two values per codec bucket, so it is kept exact in a
 ``_qccl._PackedSent``: per 32 elements the bits of two floats and a 32-bit mask, 12 bytes instead of
-128, any other block as its floats. The epilogue unpacks each block's ``S`` into registers, runs the
-same arithmetic, and packs the new average from L1: the same bits (``MomentumCorrection.pack``; a
-parameter whose averages keep more than :data:`PACK_MAX_RAW_SHARE` of their blocks as floats, as
-maxmin's do, goes back to a tensor for good). Reconciliation, the drift check, checkpoints and the
-pass after the exchange read it unpacked. It is the default where the pass has its AVX-512 path;
-its AVX2 path saved nothing measurable and its scalar one costs more than the traffic it saves
-(bench/RESULTS.md, "The last average packed").
+128 (on 25.6M parameters about 10 MB instead of 102 MB per rank), any other block as its floats.
+The epilogue unpacks each block's ``S`` into registers, runs the same arithmetic, and packs the new
+average from registers: the same bits (``MomentumCorrection.pack``; a parameter whose averages keep
+more than :data:`PACK_MAX_RAW_SHARE` of their blocks as floats, as maxmin's do, goes back to a
+tensor for good). Reconciliation, the drift check, checkpoints and the pass after the exchange read
+it unpacked. It is the default where the pass has its AVX-512 path, which in the DDP step took
+about 1 ms less per rank than the tensor pass; the AVX2 path took 8 ms more and the scalar one
+costs more still, so there it is ``pack=True`` for the memory alone (bench/RESULTS.md,
+"``optimizer=``'s last average packed").
 
 Without reconciliation (``HookState(..., reconcile=False)``, not for ``"ef21"``): the hook returns
 ``g' = (U - mu * S) / (1 - dampening) - weight_decay * p`` with ``S`` the previous average (the
@@ -265,8 +267,8 @@ class MomentumCorrection:
         # pass then reads and writes a tenth of its bytes. A parameter whose average needs floats in
         # more than PACK_MAX_RAW_SHARE of its blocks (other codecs) is unpacked for good (_no_pack).
         # False: always a tensor (the same bits). The default is True where the pass has its
-        # AVX-512 path (_qccl._packed_sent_fast()): with AVX2 or scalar code its arithmetic costs
-        # as much or more than the memory traffic it saves (bench/RESULTS.md, "The last average packed").
+        # AVX-512 path (_qccl._packed_sent_fast()); with AVX2 or scalar code it costs more CPU than
+        # the tensor pass (module text, "The last average packed").
         self.pack = _qccl._packed_sent_fast()
         self._no_pack: set = set()
         if scheme == "onebit_adam" and (self.kind == "sgd" or warmup_steps <= 0):

@@ -175,13 +175,14 @@ void correctedPass(float* __restrict__ xp, const float* __restrict__ op, float* 
 // exactly in less memory. Where the exchange's last decode writes at most two distinct values per
 // codec bucket (onebit and signscale after sra: each element is one of its bucket's two scaled
 // signs), each block of 32 elements is the bits of two floats and a 32-bit mask: 12 bytes instead
-// of 128. The corrected pass without reconciliation reads the last average and writes this one, so
-// with it packed that pass moves 1/10 of sent's bytes (on 25.6M elements 2 x 102 MB less memory
-// traffic per rank and step). A block with more distinct values keeps its floats (`full_`), so any
-// codec is exact; momentum.py unpacks a parameter whose blocks mostly need that. Blocks are aligned
-// to the call's tensor, where codec buckets (multiples of 32 elements) start: block b holds the
-// parameter's elements [32 b - phase, 32 (b + 1) - phase), phase = its offset in the call mod 32.
-// Values are compared and restored by their bits (signed zeros and NaN payloads included).
+// of 128 (25.6M elements: 10 MB instead of 102 MB per rank). The corrected pass without
+// reconciliation reads the last average and writes this one, so with it packed that pass moves 1/10
+// of sent's bytes, at the price of unpacking and packing (in the DDP step about 1 ms less per rank
+// with AVX-512, 8 ms more with AVX2: bench/RESULTS.md). A block with more distinct values keeps its floats (`full_`),
+// so any codec is exact; momentum.py unpacks a parameter whose blocks mostly need that. Blocks are aligned to the
+// call's tensor, where codec buckets (multiples of 32 elements) start: block b holds the parameter's elements [32 b -
+// phase, 32 (b + 1) - phase), phase = its offset in the call mod 32. Values are compared and restored by their bits
+// (signed zeros and NaN payloads included).
 class PackedSent {
  public:
   static constexpr size_t kBlock = 32;
@@ -366,42 +367,69 @@ void PackedSent::keepRaw(size_t b, const float* in) {
 }
 
 #ifdef QCCL_EXT_AVX2
+// Lane i of row m is all ones where bit i of m is set: a byte of a block's mask as a blend mask.
+struct LaneMasks {
+  alignas(32) uint32_t row[256][8];
+  LaneMasks() {
+    for (int m = 0; m < 256; ++m)
+      for (int i = 0; i < 8; ++i) row[m][i] = (m >> i) & 1 ? ~0u : 0u;
+  }
+};
+const LaneMasks& laneMasks() {
+  static const LaneMasks t;
+  return t;
+}
+
 // correct() on the whole blocks [b0, b1) (x: block b0's first element), 8 lanes at a time with the
 // last average unpacked in registers: the same operations in the same order as correctedPass (a
-// multiply and a subtraction, no fused multiply-add), so the same bits; then this average packed
-// from L1. Returns b1.
+// multiply and a subtraction, no fused multiply-add), so the same bits; then this average, still in
+// registers, packed. Returns b1.
 __attribute__((target("avx2"))) size_t PackedSent::correctBlocksAvx2(float* x, size_t b0, size_t b1, const float* p,
                                                                      float mu, float keep, float wd) {
   const __m256 vmu = _mm256_set1_ps(mu), vinv = _mm256_set1_ps(1.0f / keep), vwd = _mm256_set1_ps(wd);
   const bool one = keep == 1.0f;
-  const __m256i sel = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const LaneMasks& lanes = laneMasks();
   alignas(32) float in[kBlock];
   for (size_t b = b0; b < b1; ++b, x += kBlock) {
     const size_t lo = begin(b);
     const float* pb = p != nullptr ? p + lo : nullptr;
     const float* rb = raw_[b] ? full_.get() + lo : nullptr;
     const Block k = blk_[b];
-    const __m256i va = _mm256_set1_epi32(static_cast<int>(k.a)), vb = _mm256_set1_epi32(static_cast<int>(k.b));
+    const __m256 va = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(k.a)));
+    const __m256 vb = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(k.b)));
+    const uint32_t a = toBits(x[0]);  // this average's first value, before the pass rewrites x
+    const __m256i ea = _mm256_set1_epi32(static_cast<int>(a));
+    __m256i v[4];
+    uint32_t eq = 0;
     for (int j = 0; j < 4; ++j) {
       __m256 r;
       if (rb != nullptr) {
         r = _mm256_loadu_ps(rb + 8 * j);
       } else {
-        const __m256i m = _mm256_set1_epi32(static_cast<int>((k.mask >> (8 * j)) & 0xffu));
-        r = _mm256_castsi256_ps(_mm256_blendv_epi8(va, vb, _mm256_cmpeq_epi32(_mm256_and_si256(m, sel), sel)));
+        const __m256 on = _mm256_load_ps(reinterpret_cast<const float*>(lanes.row[(k.mask >> (8 * j)) & 0xffu]));
+        r = _mm256_blendv_ps(va, vb, on);
       }
-      const __m256 v = _mm256_loadu_ps(x + 8 * j);
-      _mm256_store_ps(in + 8 * j, v);
-      __m256 y = _mm256_sub_ps(v, _mm256_mul_ps(vmu, r));
+      const __m256 xv = _mm256_loadu_ps(x + 8 * j);
+      v[j] = _mm256_castps_si256(xv);
+      eq |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(v[j], ea)))) << (8 * j);
+      __m256 y = _mm256_sub_ps(xv, _mm256_mul_ps(vmu, r));
       if (!one) y = _mm256_mul_ps(y, vinv);
       if (pb != nullptr) y = _mm256_sub_ps(y, _mm256_mul_ps(vwd, _mm256_loadu_ps(pb + 8 * j)));
       _mm256_storeu_ps(x + 8 * j, y);
     }
-    const uint32_t a = toBits(in[0]), mask = differs32Avx2(in, a);
-    const uint32_t other = mask != 0 ? toBits(in[__builtin_ctz(mask)]) : a;
-    if ((mask & differs32Avx2(in, other)) != 0) {
-      keepRaw(b, in);
-      continue;
+    const uint32_t mask = ~eq;
+    uint32_t other = a;
+    if (mask != 0) {
+      for (int j = 0; j < 4; ++j) _mm256_store_si256(reinterpret_cast<__m256i*>(in + 8 * j), v[j]);
+      other = toBits(in[__builtin_ctz(mask)]);
+      const __m256i eo = _mm256_set1_epi32(static_cast<int>(other));
+      uint32_t eqo = 0;
+      for (int j = 0; j < 4; ++j)
+        eqo |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(v[j], eo)))) << (8 * j);
+      if ((mask & ~eqo) != 0) {
+        keepRaw(b, in);
+        continue;
+      }
     }
     blk_[b] = Block{a, other, mask};
     if (raw_[b]) {
@@ -1173,7 +1201,9 @@ NB_MODULE(_qccl, m) {
         if (i >= self.size()) throw nb::index_error();
         return self.at(i);
       });
-  // Whether the packed corrected pass has its AVX-512 path here (momentum.py packs by default then).
+  // Whether the packed corrected pass has its AVX-512 path here (momentum.py packs by default then:
+  // in the DDP step its AVX2 path cost 8 ms more per rank than the tensor pass, its AVX-512 path
+  // 1 ms less; bench/RESULTS.md, "optimizer='s last average packed").
   m.def("_packed_sent_fast", [] {
 #ifdef QCCL_EXT_AVX2
     return haveAvx512();
