@@ -247,6 +247,15 @@ class PackedSent {
   void get(size_t b, float* out) const;
   void put(size_t b, const float* in);
   void keepRaw(size_t b, const float* in);
+  // Block b becomes k where its values pack (two), else its floats `in`.
+  void settle(size_t b, Block k, bool two, const float* in) {
+    if (!two) return keepRaw(b, in);
+    blk_[b] = k;
+    if (raw_[b]) {
+      raw_[b] = 0;
+      --rawCount_;
+    }
+  }
 #ifdef QCCL_EXT_AVX2
   size_t correctBlocksAvx2(float* x, size_t b0, size_t b1, const float* p, float mu, float keep, float wd);
   size_t correctBlocksAvx512(float* x, size_t b0, size_t b1, const float* p, float mu, float keep, float wd);
@@ -345,15 +354,7 @@ void PackedSent::put(size_t b, const float* in) {
   const uint32_t a = toBits(in[0]), mask = differs(in, len, a) & all;
   const uint32_t other = mask != 0 ? toBits(in[__builtin_ctz(mask)]) : a;
   // two values at most: every element that is not a's is other's
-  if ((mask & differs(in, len, other) & all) == 0) {
-    blk_[b] = Block{a, other, mask};
-    if (raw_[b]) {
-      raw_[b] = 0;
-      --rawCount_;
-    }
-    return;
-  }
-  keepRaw(b, in);
+  settle(b, Block{a, other, mask}, (mask & differs(in, len, other) & all) == 0, in);
 }
 
 void PackedSent::keepRaw(size_t b, const float* in) {
@@ -418,7 +419,7 @@ __attribute__((target("avx2"))) size_t PackedSent::correctBlocksAvx2(float* x, s
       _mm256_storeu_ps(x + 8 * j, y);
     }
     const uint32_t mask = ~eq;
-    uint32_t other = a;
+    uint32_t other = a, stray = 0;  // stray: elements that are neither a nor other
     if (mask != 0) {
       for (int j = 0; j < 4; ++j) _mm256_store_si256(reinterpret_cast<__m256i*>(in + 8 * j), v[j]);
       other = toBits(in[__builtin_ctz(mask)]);
@@ -426,16 +427,9 @@ __attribute__((target("avx2"))) size_t PackedSent::correctBlocksAvx2(float* x, s
       uint32_t eqo = 0;
       for (int j = 0; j < 4; ++j)
         eqo |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(v[j], eo)))) << (8 * j);
-      if ((mask & ~eqo) != 0) {
-        keepRaw(b, in);
-        continue;
-      }
+      stray = mask & ~eqo;
     }
-    blk_[b] = Block{a, other, mask};
-    if (raw_[b]) {
-      raw_[b] = 0;
-      --rawCount_;
-    }
+    settle(b, Block{a, other, mask}, stray == 0, in);
   }
   return b1;
 }
@@ -470,7 +464,7 @@ __attribute__((target("avx512f"))) size_t PackedSent::correctBlocksAvx512(float*
     const __m512i ea = _mm512_set1_epi32(static_cast<int>(a));
     const uint32_t mask = ~(static_cast<uint32_t>(_mm512_cmpeq_epi32_mask(v[0], ea)) |
                             static_cast<uint32_t>(_mm512_cmpeq_epi32_mask(v[1], ea)) << 16);
-    uint32_t other = a;
+    uint32_t other = a, stray = 0;  // stray: elements that are neither a nor other
     if (mask != 0) {
       _mm512_store_si512(in, v[0]);
       _mm512_store_si512(in + 16, v[1]);
@@ -478,16 +472,9 @@ __attribute__((target("avx512f"))) size_t PackedSent::correctBlocksAvx512(float*
       const __m512i eo = _mm512_set1_epi32(static_cast<int>(other));
       const uint32_t eq = static_cast<uint32_t>(_mm512_cmpeq_epi32_mask(v[0], eo)) |
                           static_cast<uint32_t>(_mm512_cmpeq_epi32_mask(v[1], eo)) << 16;
-      if ((mask & ~eq) != 0) {
-        keepRaw(b, in);
-        continue;
-      }
+      stray = mask & ~eq;
     }
-    blk_[b] = Block{a, other, mask};
-    if (raw_[b]) {
-      raw_[b] = 0;
-      --rawCount_;
-    }
+    settle(b, Block{a, other, mask}, stray == 0, in);
   }
   return b1;
 }
