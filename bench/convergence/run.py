@@ -30,7 +30,7 @@ sys.path.insert(0, here)
 
 from report import report  # noqa: E402
 
-TASK_NAMES = ("ts-sgdm", "ts-nesterov", "digits-sgdm", "cnn-sgdm", "charlm-adamw")
+TASK_NAMES = ("ts-sgdm", "ts-nesterov", "digits-sgdm", "cnn-reg-sgdm", "charlm-adamw")
 QCCL_CODECS = ("onebit", "signscale", "maxmin2", "maxmin4", "maxmin8", "dyn8")
 FULL = ["fp32", "fp16"] + [c for c in QCCL_CODECS] + [c + "+m" for c in QCCL_CODECS]
 FAST = ["fp32", "onebit", "onebit+m", "signscale+m", "maxmin4+m"]

@@ -94,6 +94,9 @@ def parse_args():
                     help="the same as --reconcile false")
     ap.add_argument("--feedback-gain", type=float, default=None,
                     help="qccl variants: HookState(..., feedback_gain=...) (default: the hook's choice)")
+    ap.add_argument("--min-compress-numel", type=int, default=None,
+                    help="qccl variants: HookState(..., min_compress_numel=...), the smallest tensor compressed "
+                    "(default: the hook's, 1024)")
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--out", help="JSON file written by rank 0")
     return ap.parse_args()
@@ -149,6 +152,8 @@ def make_hook(kind: str, ddp: DDP, opt, codec, bits, scheme, args, task: Task, m
             warm = max(1, task.steps // 10)
     if args.feedback_gain is not None:
         kw["feedback_gain"] = args.feedback_gain
+    if args.min_compress_numel is not None:
+        kw["min_compress_numel"] = args.min_compress_numel
     if args.clip > 0 and args.clip_in_hook:
         kw["clip_grad_norm"] = args.hook_clip or args.clip
     state = qtorch.HookState(comm, warmup_steps=warm, **kw)
@@ -182,7 +187,7 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
                 group["lr"] = lr
             x, y = task.batch_for(step, mpi.rank, mpi.size)
             opt.zero_grad(set_to_none=True)
-            loss = task.loss(ddp(x), y)
+            loss = (task.train_loss or task.loss)(ddp(x), y)
             loss.backward()
             if args.clip > 0 and args.clip_in_hook and state is not None:
                 norms.append(float(state.last_local_grad_norm))
