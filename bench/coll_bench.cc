@@ -274,45 +274,110 @@ void checkSize(const Bench& b, const float* send, size_t count, uint64_t id, Row
   qc(qcclTensorRelease(b.comm, id), b.comm, "qcclTensorRelease");
 }
 
-// Single-thread encode and decodeAdd throughput of the codec under test on rank 0, in GB/s of fp32,
-// while the other ranks sleep: they wait for the result in a broadcast they test once a millisecond
-// (a blocking MPI call would spin on the shared cores and slow rank 0 down).
-void measureCodec(Bench* b) {
-  double rates[2] = {0, 0};
-  if (gRank == 0 && b->opts.codec != qcclCodecNone) {
-    qccl::CodecConfig cc;
-    cc.codec = static_cast<qccl::CodecId>(b->opts.codec);
-    cc.bits = b->opts.bits;
-    cc.bucket = static_cast<uint32_t>(b->cfg.bucket);
-    cc.stochastic = b->cfg.stochastic != 0;
-    const size_t n = 4 << 20;
-    std::vector<float> x(n), res(n, 0.0f), out(n, 0.0f);
-    for (size_t i = 0; i < n; ++i) x[i] = input(0, i);
-    std::vector<char> wire(qccl::encodedBytes(cc, n));
-    double enc = 1e30, dec = 1e30;
-    for (int rep = 0; rep < 5; ++rep) {
-      auto t0 = std::chrono::steady_clock::now();
-      qccl::encode(cc, x.data(), res.data(), n, wire.data(), wire.size());
-      auto t1 = std::chrono::steady_clock::now();
-      qccl::decodeAdd(wire.data(), wire.size(), out.data(), n);
-      auto t2 = std::chrono::steady_clock::now();
-      enc = std::min(enc, std::chrono::duration<double>(t1 - t0).count());
-      dec = std::min(dec, std::chrono::duration<double>(t2 - t1).count());
-    }
-    rates[0] = 4.0 * n / enc / 1e9;
-    rates[1] = 4.0 * n / dec / 1e9;
+namespace {
+
+// The codec config of the bench's tensor options.
+qccl::CodecConfig codecConfigOf(const Bench& b) {
+  qccl::CodecConfig cc;
+  cc.codec = static_cast<qccl::CodecId>(b.opts.codec);
+  cc.bits = b.opts.bits;
+  cc.bucket = static_cast<uint32_t>(b.cfg.bucket);
+  cc.stochastic = b.cfg.stochastic != 0;
+  return cc;
+}
+
+// One rank's buffers for the codec measurements: `count` floats of input, its residual, an output.
+struct CodecWork {
+  size_t count;
+  qccl::CodecConfig cc;
+  std::vector<float> x, res, out;
+  std::vector<char> wire;
+  CodecWork(const qccl::CodecConfig& c, size_t n)
+      : count(n), cc(c), x(n), res(n, 0.0f), out(n, 0.0f), wire(qccl::encodedBytes(c, n)) {
+    for (size_t i = 0; i < n; ++i) x[i] = input(gRank, i);
   }
-  MPI_Request req;
-  MPI_Ibcast(rates, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req);
+  double encode() {
+    auto t0 = std::chrono::steady_clock::now();
+    qccl::encode(cc, x.data(), res.data(), count, wire.data(), wire.size());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  double decodeAdd() {
+    auto t0 = std::chrono::steady_clock::now();
+    qccl::decodeAdd(wire.data(), wire.size(), out.data(), count);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+};
+
+// Waits for `req` testing it once a millisecond, asleep in between (a blocking MPI call would spin
+// on the shared cores and slow the ranks at work down).
+void waitAsleep(MPI_Request* req) {
   for (int done = 0; !done;) {
-    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
     if (!done) {
       timespec ms{0, 1000000};
       nanosleep(&ms, nullptr);
     }
   }
+}
+
+// A barrier every rank leaves at about the same moment: each polls it without sleeping, yielding
+// its core between tests, so no rank starts a timed phase up to a millisecond after the others.
+void barrierTogether() {
+  MPI_Request req;
+  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  for (int done = 0; !done;) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (!done) sched_yield();
+  }
+}
+
+}  // namespace
+
+// The codec under test on the run's largest size of fp32 per rank (1 to 64 MiB): as large calls
+// do, it then streams from memory (with 16 MiB for a 64 MiB run the decodeAdd's output stayed in
+// the L3 and measured twice as fast as inside the calls). In GB/s of fp32 per rank:
+// - encode and decodeAdd on rank 0 alone, one thread, best of 5, while the other ranks sleep
+//   (encGBps, decGBps: the codec's own throughput line, and the model's codec CPU);
+// - then every rank at once on its own buffers: 5 encodes started together (a barrier), timed
+//   until the last rank has finished them (a barrier polled asleep, so a rank done early gives its
+//   core to the others), then 5 decodeAdds the same way (encGBpsAll, decGBpsAll). With ranks
+//   sharing a machine it holds their shares of its cores and of its memory bandwidth at the most
+//   contention they can see; the calls see less (bench/RESULTS.md, "The model's codec CPU").
+void measureCodec(Bench* b) {
+  if (b->opts.codec == qcclCodecNone) return;
+  const size_t count = std::min<size_t>(16 << 20, std::max<size_t>(1 << 18, b->sendCount(b->a.maxBytes / 4)));
+  CodecWork work(codecConfigOf(*b), count);
+  constexpr int kReps = 5;
+  MPI_Request req;
+  MPI_Ibarrier(MPI_COMM_WORLD, &req);  // every rank has filled its buffers before rank 0 starts
+  waitAsleep(&req);
+  double rates[2] = {0, 0};
+  if (gRank == 0) {
+    double enc = 1e30, dec = 1e30;
+    for (int rep = 0; rep < kReps; ++rep) {
+      enc = std::min(enc, work.encode());
+      dec = std::min(dec, work.decodeAdd());
+    }
+    rates[0] = 4.0 * count / enc / 1e9;
+    rates[1] = 4.0 * count / dec / 1e9;
+  }
+  MPI_Ibcast(rates, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req);
+  waitAsleep(&req);
   b->encGBps = rates[0];
   b->decGBps = rates[1];
+
+  double own[2], slowest[2];
+  for (int phase = 0; phase < 2; ++phase) {
+    barrierTogether();
+    auto t0 = std::chrono::steady_clock::now();
+    for (int rep = 0; rep < kReps; ++rep) phase == 0 ? work.encode() : work.decodeAdd();
+    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    waitAsleep(&req);
+    own[phase] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  MPI_Allreduce(own, slowest, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  b->encGBpsAll = 4.0 * kReps * count / slowest[0] / 1e9;
+  b->decGBpsAll = 4.0 * kReps * count / slowest[1] / 1e9;
 }
 
 // fp32 bytes one rank encodes and decodes per call of the codec under test (for the model).
@@ -554,6 +619,9 @@ bench::LinkFit applyModel(const Bench& b, std::vector<Row>* rows) {
     codecBytes(b, algo, r.count, &enc, &dec);
     bench::CallModel m;
     r.codecModelS = bench::codecSeconds(enc, dec, b.encGBps, b.decGBps, share);
+    // The same bytes at every rank's throughput at once (its wall time holds the CPU share): the
+    // most memory contention the ranks can see, for comparison (codec_cpu_all_s).
+    r.codecAllModelS = b.encGBpsAll > 0 ? bench::codecSeconds(enc, dec, b.encGBpsAll, b.decGBpsAll, 1.0) : -1;
     // Ranks on one kernel share its cores between the codec and the transport's own work (the
     // replay's CPU: copies, system calls, TCP): the call is CPU-bound when the two exceed the wire.
     m.cpuS = r.codecModelS + r.probeCpuS * std::max(1.0, share);

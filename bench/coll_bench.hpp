@@ -53,6 +53,8 @@ struct Row {
   // CPU where there is one, times the CPU share), their pipelined sum, the
   // break-even link rate (-1: no ring fit to scale the wire by).
   double wireModelS = -1, cpuModelS = -1, codecModelS = -1, predictedS = -1, breakevenGbit = -1;
+  // The codec seconds at every rank's throughput at once (measureCodec), for comparison.
+  double codecAllModelS = -1;
   std::string ran;  // what the timed calls ran (allreduce: qcclCommGetLastAlgo, "native" for the MPI library's)
 };
 
@@ -61,7 +63,9 @@ struct Bench {
   qcclComm_t comm = nullptr;
   qcclConfig_t cfg{};
   qcclTensorOpts_t opts = QCCL_TENSOR_OPTS_INIT;  // the codec under test
-  double encGBps = 0, decGBps = 0;
+  // Codec throughput, GB/s of fp32 per rank: rank 0 alone (the others asleep), and every rank at
+  // once, the slowest rank's wall time (measureCodec).
+  double encGBps = 0, decGBps = 0, encGBpsAll = 0, decGBpsAll = 0;
   int wireBits = 32;  // bits per element on the wire, for the reports
 
   // The collective under test (or the fp16 baseline) from send to recv.

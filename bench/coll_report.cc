@@ -74,8 +74,10 @@ const char kCollHelp[] =
     "  Reducescatter checks (b) on every rank, (c) on rank 0's shard.\n"
     "  rel_err = ||result - exact||_2 / ||exact||_2 against the exact sum (gathered inputs).\n"
     "  The exit status is 1 when any element was wrong.\n"
-    "Codec throughput: rank 0 encodes and decodeAdds 16 MiB of fp32 on one thread while the other\n"
-    "ranks sleep (they poll a non-blocking broadcast every millisecond, never spin).\n"
+    "Codec throughput: rank 0 encodes and decodeAdds 64 MiB of fp32 (out of cache) on one thread,\n"
+    "best of 5, while the other ranks sleep (they poll a non-blocking broadcast every millisecond,\n"
+    "never spin); then every rank at once, 5 encodes and then 5 decodeAdds started together, the\n"
+    "slowest rank's wall time (encode_gbps_all, decode_gbps_all in the model rows).\n"
     "Model (allreduce; bench/model.hpp): an alpha-beta fit of the link from qccl's fp32 ring rows\n"
     "(the qccl_ring baseline at two sizes or more). Per compressed row: wire_s = for sra and allgather\n"
     "rows the call's own messages (chunk sizes, chunk rounds, sra's two phases per round, the pipeline\n"
@@ -83,8 +85,10 @@ const char kCollHelp[] =
     "n - 1 concurrent flows per rank do not move bytes at the ring's rate); for ring rows the ring's\n"
     "line, rounds*alpha + wire_bytes*beta (\"ring_fit\"). codec_cpu_s = bytes encoded and decoded at\n"
     "the measured throughput, times ranks-on-this-machine / cores, at least 1 (ranks on one kernel\n"
-    "share its cores, the emulated cluster's hosts included); cpu_s = codec_cpu_s plus the replay's\n"
-    "process CPU per rank times the same share (the transport's copies, system calls and TCP work\n"
+    "share its cores, the emulated cluster's hosts included); codec_cpu_all_s = the same bytes at\n"
+    "the throughput of every rank at once (encode_gbps_all / decode_gbps_all), the most memory\n"
+    "contention the ranks can see, for comparison; cpu_s = codec_cpu_s plus the replay's\n"
+    "process CPU per rank times that share (the transport's copies, system calls and TCP work\n"
     "run on the same cores; the replay waits as qccl does, not spinning). predicted_s = max(wire, cpu) +\n"
     "min(wire, cpu) / chunk_rounds (the pipeline overlaps one round's wire with another's codec).\n"
     "breakeven_gbit: the link rate below which the codec beats the fp32 ring, with the probe's time\n"
@@ -109,8 +113,9 @@ void printHeader(const Bench& b) {
                 a.check, a.baselines.c_str(), bench::haveGloo() ? " (gloo in)" : " (no gloo in this build)");
     if (b.opts.codec != qcclCodecNone)
       std::printf(
-          "# codec throughput (rank 0, one thread, other ranks asleep): encode %.2f GB/s, decodeAdd %.2f GB/s\n",
-          b.encGBps, b.decGBps);
+          "# codec throughput (rank 0, one thread, other ranks asleep): encode %.2f GB/s, decodeAdd %.2f GB/s; "
+          "every rank at once: %.2f / %.2f GB/s per rank\n",
+          b.encGBps, b.decGBps, b.encGBpsAll, b.decGBpsAll);
     std::printf("#%11s %10s %10s %7s %7s %11s %6s %6s %-22s %10s %6s %6s %9s %6s %8s %7s %7s %7s %7s %s\n", "size",
                 "count", "time_us", "algbw", "busbw", "wire_B", "ratio", "x_best", "best", "best_us", "x_mpi", "x_fp16",
                 "rel_err", "wrong", "peak_MB", "enc_ms", "dec_ms", "wait_ms", "idle_ms", "ran");
@@ -219,11 +224,13 @@ void printModel(const Bench& b, const bench::LinkFit& fit, const std::vector<Row
       std::printf(
           "{\"model\":\"row\",\"size\":%zu,\"codec\":\"%s\",\"bits\":%d,\"algo_ran\":\"%s\",\"measured_s\":%.9g,"
           "\"predicted_s\":%.9g,\"predicted_over_measured\":%.6g,\"wire_s\":%.9g,\"wire_from\":\"%s\","
-          "\"wire_probe_bytes\":%.0f,\"cpu_s\":%.9g,\"codec_cpu_s\":%.9g,\"chunk_rounds\":%.0f,\"breakeven_gbit\":%s,"
+          "\"wire_probe_bytes\":%.0f,\"cpu_s\":%.9g,\"codec_cpu_s\":%.9g,\"codec_cpu_all_s\":%.9g,"
+          "\"encode_gbps_all\":%.6g,\"decode_gbps_all\":%.6g,\"chunk_rounds\":%.0f,\"breakeven_gbit\":%s,"
           "\"breakeven_any_rate\":%s}\n",
           r.size, codecLabel(b.opts.codec), b.wireBits, r.ran.c_str(), r.timeS, r.predictedS, r.predictedS / r.timeS,
           r.wireModelS, probed ? "probe" : "ring_fit", probed ? r.probeBytes : r.wireBytes, r.cpuModelS, r.codecModelS,
-          r.chunkRounds, be.c_str(), std::isinf(r.breakevenGbit) ? "true" : "false");
+          r.codecAllModelS, b.encGBpsAll, b.decGBpsAll, r.chunkRounds, be.c_str(),
+          std::isinf(r.breakevenGbit) ? "true" : "false");
     } else if (!b.a.csv) {
       std::printf("#%11zu %12.1f %12.1f %8.2f %12.1f %12.1f %7.0f %7s %12.2f\n", r.size, r.timeS * 1e6,
                   r.predictedS * 1e6, r.predictedS / r.timeS, r.wireModelS * 1e6, r.cpuModelS * 1e6, r.chunkRounds,
