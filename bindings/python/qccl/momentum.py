@@ -143,6 +143,14 @@ def _unpacked(sent: Any) -> torch.Tensor:
     sent.store(t)
     return t
 
+
+def _unpack_state(st: Dict[str, Any]) -> Optional[torch.Tensor]:
+    """A parameter state's last average, made a tensor in the state where it was packed."""
+    sent = st.get("sent")
+    if _packed(sent):
+        sent = st["sent"] = _unpacked(sent)
+    return sent
+
 # A parameter whose packed last average keeps more than this share of its blocks as floats is
 # unpacked for good (MomentumCorrection.pack).
 PACK_MAX_RAW_SHARE = 0.25
@@ -323,8 +331,8 @@ class MomentumCorrection:
         pf = p.detach().reshape(-1)
         rec = self._reconciles(p, buf, sent, pf, h)
         self._rec[p] = rec
-        if rec and _packed(sent):
-            sent = st["sent"] = _unpacked(sent)
+        if rec:
+            sent = _unpack_state(st)
         self.exchanges += 1
         self.reconciled += int(rec)
         d = g if g.dtype == torch.float32 else g.float()  # g is overwritten with the message below
@@ -379,9 +387,7 @@ class MomentumCorrection:
         h = self._hyper[p]
         st = self._state[p]
         buf = self._buffer(p)
-        sent = st.get("sent")
-        if _packed(sent):
-            sent = st["sent"] = _unpacked(sent)
+        sent = _unpack_state(st)
         pf = p.detach().reshape(-1)
         d = x if x.dtype == torch.float32 else x.float()
         if scale != 1.0:
@@ -449,8 +455,8 @@ class MomentumCorrection:
             if self.pack and p not in self._no_pack:
                 if not _packed(sent):
                     sent = st["sent"] = _qccl._PackedSent(sent)
-            elif _packed(sent):
-                sent = st["sent"] = _unpacked(sent)
+            else:
+                sent = _unpack_state(st)
             seg = (sent, None, wd_p, h.mu, h.keep, h.wd)
         elif rec and _packed(sent):
             return None  # local() unpacks it when it reconciles; not here: corrected() will
