@@ -173,15 +173,12 @@ def _shifted(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return torch.stack([padded[k, dy[k]:dy[k] + 8, dx[k]:dx[k] + 8] for k in range(b)]).reshape(b, 64)
 
 
-def digits_cnn(seed: int, scale: float = 1.0, wd: float = 0.0, regularized: bool = False,
+def digits_cnn(seed: int, scale: float = 1.0, name: str = "cnn-sgdm", wd: float = 0.0, shift: bool = False,
                smoothing: float = 0.0) -> Task:
-    """``regularized``: the usual small-CNN recipe against overfitting, random one-pixel shifts of
-    the training images and weight decay 5e-4 (cnn-aug-sgdm), with ``smoothing``: label smoothing in
-    the training loss, the test loss staying plain cross-entropy (cnn-reg-sgdm, 0.1)."""
+    """``wd``: SGD's weight decay; ``shift``: random one-pixel shifts of the training images;
+    ``smoothing``: label smoothing in the training loss (the test loss stays plain cross-entropy)."""
     x_tr, y_tr, x_te, y_te = _digits(seed)
     idx = _epoch_batches(len(x_tr), 64, seed)
-    if regularized:
-        wd = 5e-4
 
     def make_model() -> nn.Module:
         torch.manual_seed(seed)
@@ -189,12 +186,11 @@ def digits_cnn(seed: int, scale: float = 1.0, wd: float = 0.0, regularized: bool
 
     def batch_for(step: int, rank: int, world: int) -> Batch:
         i = idx(step, rank, world)
-        if not regularized:
+        if not shift:
             return x_tr[i], y_tr[i]
         gen = torch.Generator().manual_seed(seed * 1_000_003 + step * 101 + rank)
         return _shifted(x_tr[i], gen), y_tr[i]
 
-    name = ("cnn-reg-sgdm" if smoothing else "cnn-aug-sgdm") if regularized else "cnn-wd-sgdm" if wd else "cnn-sgdm"
     smooth = (lambda out, y: F.cross_entropy(out, y, label_smoothing=smoothing)) if smoothing else None
     return Task(name, int(400 * scale), 64, 0.05, 10, True, make_model, _sgd(0.05, wd=wd), F.cross_entropy,
                 batch_for, (x_te, y_te), smooth)
@@ -274,8 +270,8 @@ TASKS = {
     "ts-wide-sgdm": lambda seed, scale: teacher_student(seed, False, scale, width=2048),
     "digits-sgdm": digits_mlp,
     "cnn-sgdm": digits_cnn,
-    "cnn-wd-sgdm": lambda seed, scale: digits_cnn(seed, scale, wd=5e-4),
-    "cnn-aug-sgdm": lambda seed, scale: digits_cnn(seed, scale, regularized=True),
-    "cnn-reg-sgdm": lambda seed, scale: digits_cnn(seed, scale, regularized=True, smoothing=0.1),
+    "cnn-wd-sgdm": lambda seed, scale: digits_cnn(seed, scale, "cnn-wd-sgdm", wd=5e-4),
+    "cnn-aug-sgdm": lambda seed, scale: digits_cnn(seed, scale, "cnn-aug-sgdm", wd=5e-4, shift=True),
+    "cnn-reg-sgdm": lambda seed, scale: digits_cnn(seed, scale, "cnn-reg-sgdm", wd=5e-4, shift=True, smoothing=0.1),
     "charlm-adamw": char_lm,
 }

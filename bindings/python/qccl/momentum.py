@@ -151,6 +151,7 @@ def _unpack_state(st: Dict[str, Any]) -> Optional[torch.Tensor]:
         sent = st["sent"] = _unpacked(sent)
     return sent
 
+
 # A parameter whose packed last average keeps more than this share of its blocks as floats is
 # unpacked for good (MomentumCorrection.pack).
 PACK_MAX_RAW_SHARE = 0.25
