@@ -78,8 +78,9 @@ def parse_args():
     ap.add_argument("--constant-lr", action="store_true", help="keep the peak learning rate after the warm-up")
     ap.add_argument("--algo", choices=("sra", "allgather"), help="qccl algorithm (default: the hook's choice)")
     ap.add_argument("--hook-warmup", type=int, default=-1,
-                    help="HookState warmup_steps; -1 (default): what the README recommends, 10%% of the steps "
-                    "for the 1-bit codecs with optimizer= under SGD momentum and for onebit_adam, 0 otherwise")
+                    help="HookState warmup_steps; -1 (default): what the README recommends, 20%% of the steps with "
+                    "maxmin 4-bit for the 1-bit codecs with optimizer= under SGD momentum, 10%% uncompressed for "
+                    "onebit_adam, 0 otherwise")
     ap.add_argument("--clip", type=float, default=0.0, help="clip_grad_norm_ to this norm after backward (0: off)")
     ap.add_argument("--clip-in-hook", action="store_true",
                     help="qccl variants: clip in the hook, HookState(..., clip_grad_norm=CLIP), instead of after "
@@ -96,7 +97,10 @@ def parse_args():
                     help="qccl variants: HookState(..., feedback_gain=...) (default: the hook's choice)")
     ap.add_argument("--min-compress-numel", type=int, default=None,
                     help="qccl variants: HookState(..., min_compress_numel=...), the smallest tensor compressed "
-                    "(default: the hook's, 1024)")
+                    "(default: the hook's, 4096)")
+    ap.add_argument("--warmup-codec", choices=sorted(CODECS), default=None,
+                    help="qccl variants: HookState(..., warmup_codec=..., warmup_bits=...), the codec of the warm-up "
+                    "steps (default: the hook's, none = fp32)")
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--out", help="JSON file written by rank 0")
     return ap.parse_args()
@@ -144,16 +148,23 @@ def make_hook(kind: str, ddp: DDP, opt, codec, bits, scheme, args, task: Task, m
             kw["scheme"] = scheme
         kw["reconcile"] = {"auto": "auto", "true": True, "false": False}[args.reconcile]
         # By default the run warms up as the README tells a user who knows the run length to: 10% of
-        # it uncompressed for onebit_adam (the hook's default for Adam/AdamW with a lossy codec) and
-        # for the 1-bit codecs under SGD momentum (bench/RESULTS.md, "A warm-up of uncompressed steps")
+        # it uncompressed for onebit_adam (the hook's default for Adam/AdamW with a lossy codec), a
+        # fifth of it with maxmin 4-bit for the 1-bit codecs under SGD momentum (bench/RESULTS.md,
+        # "Small tensors and a compressed warm-up")
         chosen = default_scheme(opt, lossless=False) if scheme == "m" else scheme  # every codec here is lossy
         one_bit_sgd = codec in ("onebit", "signscale") and isinstance(opt, torch.optim.SGD) and chosen != "plain"
-        if args.hook_warmup < 0 and (chosen == "onebit_adam" or one_bit_sgd):
+        if args.hook_warmup < 0 and chosen == "onebit_adam":
             warm = max(1, task.steps // 10)
+        elif args.hook_warmup < 0 and one_bit_sgd:
+            warm = max(1, task.steps // 5)
+            if args.warmup_codec is None:
+                kw["warmup_codec"], kw["warmup_bits"] = CODECS["maxmin4"]
     if args.feedback_gain is not None:
         kw["feedback_gain"] = args.feedback_gain
     if args.min_compress_numel is not None:
         kw["min_compress_numel"] = args.min_compress_numel
+    if args.warmup_codec is not None:
+        kw["warmup_codec"], kw["warmup_bits"] = CODECS[args.warmup_codec]
     if args.clip > 0 and args.clip_in_hook:
         kw["clip_grad_norm"] = args.hook_clip or args.clip
     state = qtorch.HookState(comm, warmup_steps=warm, **kw)
@@ -215,6 +226,7 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
     res: Dict[str, Any] = {"variant": variant, "wall_s": wall, "train_s": wall - eval_s, "steps": task.steps}
     if state is not None:
         res["hook_warmup_steps"] = state.warmup_steps
+        res["hook_warmup_codec"] = state.warmup_codec + (str(state.warmup_bits) if state.warmup_bits else "")
         res["algo"] = state.algo
         res["feedback_gain"] = state.feedback_gain
     if failed:

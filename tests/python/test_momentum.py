@@ -839,6 +839,37 @@ def test_packed_last_average_changes_no_bit(gloo, comm, codec):
     assert digest(packed[0]) == digest(plain[0])
 
 
+def test_warmup_codec_sends_the_warmup_with_it_on_the_same_residuals(gloo, mpi, comm):
+    # HookState(warmup_steps=k, warmup_codec=...): the first k steps are those of the hook with that
+    # codec, bit for bit (parameters and residuals), and the codec then goes on from the residuals
+    # the warm-up left, with its own feedback gain; the warm-up's averages (maxmin's, which do not
+    # pack) do not keep the codec's last average from being packed afterwards.
+    rank = gloo.get_rank()
+    sgd = OPTIMIZERS["sgd_momentum"]
+    _, warm, sw = pair(sgd, comm, codec="onebit", algo="sra", warmup_steps=3, warmup_codec="maxmin", warmup_bits=4)
+    _, mm, sm = pair(sgd, comm, codec="maxmin", algo="sra", bits=4)
+    _, fp, sf = pair(sgd, comm, codec="onebit", algo="sra", warmup_steps=3)  # the fp32 warm-up
+    sw.momentum.pack = sm.momentum.pack = sf.momentum.pack = True
+    train([warm, mm, fp], rank, 3)
+    assert digest(warm[0]) == digest(mm[0]) != digest(fp[0])
+    ids = lambda st: sorted(i for plan in st._plans.values() for i in plan.ids)
+    saved = lambda st: [comm.save_tensor_state(i) for i in ids(st)]
+    assert saved(sw) == saved(sm) and any(saved(sw)), "the warm-up made the codec's residuals"
+    assert not any(saved(sf)), "an fp32 warm-up keeps no residual"
+    assert sw.feedback_gain == qtorch.DEFAULT_FEEDBACK_GAIN
+    train([warm, mm, fp], rank, 9, start=3)
+    assert len({digest(warm[0]), digest(mm[0]), digest(fp[0])}) == 3
+    assert identical_across_ranks(mpi, warm[0])
+    sents = [st["sent"] for st in sw.momentum._state.values()]
+    assert len(sents) == 2 and all(isinstance(s, qccl._qccl._PackedSent) and s.raw_blocks == 0 for s in sents)
+    assert not sw.momentum._no_pack and len(sm.momentum._no_pack) == 2
+    with torch.no_grad():  # and it trains: the loss fell
+        x, y = batch(rank, 0)
+        assert loss_of(warm[0], x, y) < loss_of(make_model(), x, y)
+    with pytest.raises(qccl.Error, match="warmup_codec"):
+        qtorch.HookState(comm, codec="onebit", warmup_codec="zip")
+
+
 @pytest.mark.parametrize("isa", ["scalar", "avx2"])
 def test_packed_sent_on_every_cpu_path(isa):
     # The packed corrected pass has AVX-512, AVX2 and scalar paths, taken by what the CPU has and

@@ -280,6 +280,9 @@ class MomentumCorrection:
         # the tensor pass (module text, "The last average packed").
         self.pack = _qccl._packed_sent_fast()
         self._no_pack: set = set()
+        # Set by the hook for each exchange: a warm-up step with a lossy warmup_codec (maxmin's
+        # averages do not pack; the packing is judged on the codec's after the warm-up).
+        self.warming = False
         if scheme == "onebit_adam" and (self.kind == "sgd" or warmup_steps <= 0):
             raise Error("scheme 'onebit_adam' needs torch.optim.Adam or AdamW and warmup_steps > 0", INVALID_ARGUMENT)
         self.optimizer = optimizer
@@ -475,7 +478,8 @@ class MomentumCorrection:
         sent = st.get("sent")
         if _packed(sent) and sent.raw_blocks > PACK_MAX_RAW_SHARE * sent.blocks:
             st["sent"] = _unpacked(sent)  # this codec's averages do not pack
-            self._no_pack.add(p)
+            if not self.warming:
+                self._no_pack.add(p)
         if self.scheme == "onebit_adam":
             self._freeze_second_moment(p, self._state[p], self._hyper[p])
 

@@ -14,7 +14,8 @@ the initial parameter broadcast); the gradients themselves travel through the qc
 What is compressed: parameters with at least two dimensions and at least ``min_compress_numel``
 elements. Biases, norm weights and small tensors are sent as fp32, since they are a tiny share of
 the bytes and quantizing them hurts accuracy most. The first ``warmup_steps`` steps send
-everything as fp32 (CNTK's "distributed after", PowerSGD's start iteration).
+everything as fp32 (CNTK's "distributed after", PowerSGD's start iteration), or with
+``warmup_codec`` where one is given.
 
 Error feedback: each bucket's compressed part has a residual in the communicator, keyed by a
 tensor id given to the bucket's exact list of parameters (the objects, not their shapes). DDP
@@ -119,11 +120,19 @@ class HookState:
             (onebit, signscale) and plain error feedback (``feedback_gain`` 1) on up to 8 ranks,
             None picks allgather: sra's second quantization trains worse there without error
             control.
-        min_compress_numel: parameters with fewer elements are sent as fp32.
+        min_compress_numel: parameters with fewer elements are sent as fp32. 4096 by default (16 KiB
+            of fp32; 1024 until the suite's CNN showed its 1,280-element classifier, compressed,
+            costing about 4% of its final test loss: bench/RESULTS.md, "Small tensors and a
+            compressed warm-up").
         compress_1d: also compress 1-D parameters (biases, norms); off by default.
-        warmup_steps: the first steps (counted by the last bucket of each backward) are fp32.
-            With ``optimizer=`` SGD momentum and a 1-bit codec, about 10% of the run is
-            recommended (bench/RESULTS.md, "A warm-up of uncompressed steps").
+        warmup_steps: the first steps (counted by the last bucket of each backward) are sent with
+            ``warmup_codec`` (fp32 by default). With ``optimizer=`` SGD momentum and a 1-bit codec,
+            a fifth of the run with ``warmup_codec="maxmin", warmup_bits=4`` is recommended
+            (bench/RESULTS.md, "Small tensors and a compressed warm-up").
+        warmup_codec, warmup_bits: the codec of the warm-up steps' compressed parts ("none": the
+            whole bucket as fp32). A lossy one runs on the same residuals as ``codec`` (error
+            feedback carries over from the warm-up), with plain error feedback (gain 1); maxmin
+            4-bit sends about an eighth of fp32's bytes.
         async_op: run the collectives on a background thread so that backward keeps computing
             while buckets are on the wire; False runs them inside the hook.
         optimizer: the ``torch.optim.SGD``, ``Adam`` or ``AdamW`` that steps this model: makes the
@@ -172,10 +181,11 @@ class HookState:
     """
 
     def __init__(self, comm: Optional[Communicator] = None, codec: str = "onebit", bits: Optional[int] = None,
-                 algo: Optional[str] = None, min_compress_numel: int = 1024, compress_1d: bool = False,
+                 algo: Optional[str] = None, min_compress_numel: int = 4096, compress_1d: bool = False,
                  warmup_steps: int = 0, async_op: bool = True, *, optimizer: Any = None,
                  scheme: Optional[str] = None, grad_scaler: Any = None, reconcile: Union[bool, str] = "auto",
-                 clip_grad_norm: Optional[float] = None, feedback_gain: Optional[float] = None):
+                 clip_grad_norm: Optional[float] = None, feedback_gain: Optional[float] = None,
+                 warmup_codec: str = "none", warmup_bits: Optional[int] = None):
         if comm is None:
             import os
 
@@ -188,6 +198,8 @@ class HookState:
             raise Error(f"unknown codec {codec!r}; expected one of {sorted(CODECS)}", INVALID_ARGUMENT)
         if algo is not None and algo not in ("sra", "allgather"):
             raise Error(f"algo must be 'sra', 'allgather' or None, not {algo!r}", INVALID_ARGUMENT)
+        if not isinstance(warmup_codec, str) or warmup_codec.lower() not in CODECS:
+            raise Error(f"unknown warmup_codec {warmup_codec!r}; expected one of {sorted(CODECS)}", INVALID_ARGUMENT)
         if min_compress_numel < 0 or warmup_steps < 0:
             raise Error("min_compress_numel and warmup_steps must be >= 0", INVALID_ARGUMENT)
         self.comm = comm
@@ -197,6 +209,8 @@ class HookState:
         self.min_compress_numel = int(min_compress_numel)
         self.compress_1d = bool(compress_1d)
         self.warmup_steps = int(warmup_steps)
+        self.warmup_codec = warmup_codec.lower()
+        self.warmup_bits = warmup_bits
         self.async_op = bool(async_op)
         self.step = 0
         self._plans: Dict[int, _BucketPlan] = {}
@@ -347,7 +361,10 @@ class HookState:
         return sorted(i for ids in dead.values() for i in ids)
 
     def _reduce(self, buf: torch.Tensor, plan: _BucketPlan, warm: bool, step: int,
-                release: Tuple[int, ...] = (), scale: float = 1.0) -> None:
+                release: Tuple[int, ...] = (), scale: float = 1.0, warm_lossy: bool = False) -> None:
+        """One bucket's exchange. ``warm``: the whole bucket as fp32 (the warm-up with the default
+        ``warmup_codec``, or a checkpoint's residuals still unmatched); ``warm_lossy``: a warm-up
+        step that sends the compressed parts with ``warmup_codec`` instead of the codec."""
         for tensor_id in release:  # on the worker, in order with the collectives queued before
             self.comm.release(tensor_id)
         for tensor_id, data in plan.restore:
@@ -358,13 +375,15 @@ class HookState:
             raise Error("feedback_gain below 1 takes CPU buckets (qccl's device path has no error control)",
                         INVALID_ARGUMENT)
         if not plan.gain_set and not self._cuda:
-            if self.feedback_gain != 1.0 and not warm:
+            if self.feedback_gain != 1.0 and not (warm or warm_lossy):
                 for tensor_id in [plan.compressed_id] + [i for _, _, i in plan.own]:
                     self.comm.set_feedback_gain(tensor_id, self.feedback_gain)
-            plan.gain_set = not warm
+            plan.gain_set = not (warm or warm_lossy)  # the warm-up codec keeps plain error feedback
         if self._clip_factor < 1.0:
             buf.mul_(self._clip_factor)  # clip_grad_norm: before anything reads this rank's gradient
         mc = self.momentum
+        if mc is not None:
+            mc.warming = warm_lossy  # the warm-up codec's averages do not decide the packing
         corrected = plan.params if mc is not None and mc.corrects(step) else []
         host32 = buf.dtype == torch.float32 and buf.device.type == "cpu" and buf.is_contiguous()
         # A parameter that is a call of its own sends its local momentum as it is, out of place,
@@ -383,7 +402,7 @@ class HookState:
                 seg = mc.fused_correction(p, n, scale)
                 if seg is not None:
                     fusable[o] = (n, seg)
-        done = self._exchange(buf, plan, warm, fusable, sources)
+        done = self._exchange(buf, plan, warm, fusable, sources, warm_lossy)
         if sources:  # every deferred local pass must have run as its call's prologue
             raise Error(f"qccl hook: internal error, local passes at offsets {sorted(sources)} did not run",
                         3)  # qcclInternalError
@@ -433,13 +452,14 @@ class HookState:
             self.comm.allreduce(buf[o:o + n], **call)
 
     def _exchange(self, buf: torch.Tensor, plan: _BucketPlan, warm: bool, fusable: Dict[int, Any],
-                  sources: Dict[int, tuple]) -> set:
+                  sources: Dict[int, tuple], warm_lossy: bool = False) -> set:
         """The bucket's allreduce calls; returns the offsets of the parameters corrected inside them."""
         comm, done = self.comm, set()
         if warm or not (plan.compressed or plan.own):
             self._call(buf, 0, buf.numel(), fusable, done, sources, op="avg", codec="none", tensor_id=plan.raw_id)
             return done
-        opts = dict(op="avg", codec=self.codec, bits=self.bits, algo=self.algo_cuda if self._cuda else self.algo)
+        codec, bits = (self.warmup_codec, self.warmup_bits) if warm_lossy else (self.codec, self.bits)
+        opts = dict(op="avg", codec=codec, bits=bits, algo=self.algo_cuda if self._cuda else self.algo)
         for o, n, tensor_id in plan.own:
             self._call(buf, o, n, fusable, done, sources, tensor_id=tensor_id, **opts)
         for segments, call in ((plan.compressed, dict(opts, tensor_id=plan.compressed_id)),
@@ -671,6 +691,10 @@ def allreduce_hook(state: "HookState", bucket: dist.GradBucket) -> torch.futures
     plan = state.plan(bucket)
     step = state.step
     warm = step < state.warmup_steps or (plan.unmatched and bool(state._saved))
+    # A lossy warmup_codec: the warm-up's compressed parts take it, on the same residuals.
+    warm_lossy = warm and not (plan.unmatched and bool(state._saved)) and CODECS[state.warmup_codec] != 0 \
+        and not state.lossless
+    warm = warm and not warm_lossy
     release: Tuple[int, ...] = ()
     state._in_step = not bucket.is_last()
     if bucket.is_last():
@@ -702,7 +726,7 @@ def allreduce_hook(state: "HookState", bucket: dist.GradBucket) -> torch.futures
     def reduce() -> torch.Tensor:
         if rescale is not None:
             state._rescale(*rescale)
-        state._reduce(buf, plan, warm, step, release, scale)
+        state._reduce(buf, plan, warm, step, release, scale, warm_lossy)
         return buf
 
     def job() -> torch.Tensor:
