@@ -150,7 +150,7 @@ def make_hook(kind: str, ddp: DDP, opt, codec, bits, scheme, args, task: Task, m
         # By default the run warms up as the README tells a user who knows the run length to: 10% of
         # it uncompressed for onebit_adam (the hook's default for Adam/AdamW with a lossy codec), a
         # fifth of it with maxmin 4-bit for the 1-bit codecs under SGD momentum (bench/RESULTS.md,
-        # "Small tensors and a compressed warm-up")
+        # "Small tensors in fp32 and a compressed warm-up")
         chosen = default_scheme(opt, lossless=False) if scheme == "m" else scheme  # every codec here is lossy
         one_bit_sgd = codec in ("onebit", "signscale") and isinstance(opt, torch.optim.SGD) and chosen != "plain"
         if args.hook_warmup < 0 and chosen == "onebit_adam":

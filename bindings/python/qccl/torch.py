@@ -122,13 +122,13 @@ class HookState:
             control.
         min_compress_numel: parameters with fewer elements are sent as fp32. 4096 by default (16 KiB
             of fp32; 1024 until the suite's CNN showed its 1,280-element classifier, compressed,
-            costing about 4% of its final test loss: bench/RESULTS.md, "Small tensors and a
-            compressed warm-up").
+            costing about 4% of its final test loss: bench/RESULTS.md, "Small tensors in fp32 and
+            a compressed warm-up").
         compress_1d: also compress 1-D parameters (biases, norms); off by default.
         warmup_steps: the first steps (counted by the last bucket of each backward) are sent with
             ``warmup_codec`` (fp32 by default). With ``optimizer=`` SGD momentum and a 1-bit codec,
             a fifth of the run with ``warmup_codec="maxmin", warmup_bits=4`` is recommended
-            (bench/RESULTS.md, "Small tensors and a compressed warm-up").
+            (bench/RESULTS.md, "Small tensors in fp32 and a compressed warm-up").
         warmup_codec, warmup_bits: the codec of the warm-up steps' compressed parts ("none": the
             whole bucket as fp32). A lossy one runs on the same residuals as ``codec`` (error
             feedback carries over from the warm-up), with plain error feedback (gain 1); maxmin
