@@ -690,11 +690,11 @@ def allreduce_hook(state: "HookState", bucket: dist.GradBucket) -> torch.futures
     scale = state._loss_scale if state.grad_scaler is not None else 1.0
     plan = state.plan(bucket)
     step = state.step
-    warm = step < state.warmup_steps or (plan.unmatched and bool(state._saved))
-    # A lossy warmup_codec: the warm-up's compressed parts take it, on the same residuals.
-    warm_lossy = warm and not (plan.unmatched and bool(state._saved)) and CODECS[state.warmup_codec] != 0 \
-        and not state.lossless
-    warm = warm and not warm_lossy
+    resuming = plan.unmatched and bool(state._saved)  # a checkpoint's residuals still wait for a layout
+    warming = step < state.warmup_steps
+    # A lossy warmup_codec: the warm-up's compressed parts take it, on the same residuals; else fp32.
+    warm_lossy = warming and not resuming and CODECS[state.warmup_codec] != 0 and not state.lossless
+    warm = resuming or (warming and not warm_lossy)
     release: Tuple[int, ...] = ()
     state._in_step = not bucket.is_last()
     if bucket.is_last():
