@@ -101,6 +101,9 @@ def parse_args():
     ap.add_argument("--warmup-codec", choices=sorted(CODECS), default=None,
                     help="qccl variants: HookState(..., warmup_codec=..., warmup_bits=...), the codec of the warm-up "
                     "steps (default: the hook's, none = fp32)")
+    ap.add_argument("--rotation", default=None,
+                    help="CODEC+m variants: HookState(..., rotation=...): auto, 0 (none) or a block (default: the "
+                    "hook's, auto)")
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--out", help="JSON file written by rank 0")
     return ap.parse_args()
@@ -147,6 +150,8 @@ def make_hook(kind: str, ddp: DDP, opt, codec, bits, scheme, args, task: Task, m
         if scheme != "m":
             kw["scheme"] = scheme
         kw["reconcile"] = {"auto": "auto", "true": True, "false": False}[args.reconcile]
+        if args.rotation is not None:
+            kw["rotation"] = args.rotation if args.rotation == "auto" else int(args.rotation)
         # By default the run warms up as the README tells a user who knows the run length to: 10% of
         # it uncompressed for onebit_adam (the hook's default for Adam/AdamW with a lossy codec), a
         # fifth of it with maxmin 4-bit for the 1-bit codecs under SGD momentum (bench/RESULTS.md,
@@ -229,6 +234,8 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
         res["hook_warmup_codec"] = state.warmup_codec + (str(state.warmup_bits) if state.warmup_bits else "")
         res["algo"] = state.algo
         res["feedback_gain"] = state.feedback_gain
+        # each compressed call's rotation block (0: none), as the hook decided it
+        res["rotation"] = sorted(b for plan in state._plans.values() for b in plan.rotation.values())
     if failed:
         errors = [e for e in mpi.allgather(error) if e]
         res["error"] = errors[0] if errors else "failed on another rank"

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "capi_internal.hpp"
+#include "codec/rotation.hpp"
 #include "qccl/qccl.h"
 
 struct qcclMomentum {
@@ -34,13 +35,12 @@ constexpr int kMaxAllgatherRanks = 8;
 constexpr size_t kConfigSizeV1 = offsetof(qcclMomentumConfig_t, rotation);
 // ... and one built before `feedbackGain` where that field begins.
 constexpr size_t kConfigSizeV2 = offsetof(qcclMomentumConfig_t, feedbackGain);
-constexpr int kAutoRotationBlock = 512;  // the codecs' default bucket
-constexpr int kMinRotationBlock = 32, kMaxRotationBlock = 65536;
+constexpr int kAutoRotationBlock = qccl::rotation::kDefaultBlock;
+using qccl::rotation::oneBitLoss;
+using qccl::rotation::rotateBackBlock;
+using qccl::rotation::walshHadamard;
 
-bool validRotation(int r) {
-  return r == 0 || r == QCCL_MOMENTUM_ROTATION_AUTO ||
-         (r >= kMinRotationBlock && r <= kMaxRotationBlock && (r & (r - 1)) == 0);
-}
+bool validRotation(int r) { return r == 0 || r == QCCL_MOMENTUM_ROTATION_AUTO || qccl::rotation::validBlock(r); }
 
 bool validConfig(const qcclMomentumConfig_t& c) {
   return validRotation(c.rotation) && c.residualDecay > 0.0f && c.residualDecay <= 1.0f && c.feedbackGain > 0.0f &&
@@ -49,113 +49,10 @@ bool validConfig(const qcclMomentumConfig_t& c) {
          (c.nesterov == 0 || c.nesterov == 1) && !(c.nesterov && c.dampening != 0.0f);
 }
 
-// The rotation's diagonal for a block of n: element i's sign is the top bit of splitmix64(i), the
-// same on every rank and in every run.
-std::vector<float> rotationSigns(int n) {
-  std::vector<float> d(static_cast<size_t>(n));
-  for (int i = 0; i < n; i++) {
-    uint64_t z = static_cast<uint64_t>(i) + 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    d[static_cast<size_t>(i)] = (z >> 63) != 0 ? -1.0f : 1.0f;
-  }
-  return d;
-}
-
-// Four floats in SSE registers (GCC and Clang vector extensions; no ISA beyond the baseline).
-// Loads and stores go through memcpy, so no alignment is assumed.
-typedef float F4 __attribute__((vector_size(16)));
-typedef int I4 __attribute__((vector_size(16)));
-#if defined(__clang__)
-#define QCCL_SHUFFLE4(v, a, b, c, d) __builtin_shufflevector(v, v, a, b, c, d)
-#else
-#define QCCL_SHUFFLE4(v, a, b, c, d) __builtin_shuffle(v, (I4){a, b, c, d})
-#endif
-
-inline F4 load4(const float* p) {
-  F4 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store4(float* p, F4 v) { std::memcpy(p, &v, sizeof v); }
-
-// In place, the unnormalized Walsh-Hadamard transform of n floats (n a power of two, >= 8), H H = n I,
-// stage by stage (h = 1, 2, 4, ...), each butterfly (x, y) -> (x + y, x - y). The input is read from
-// `src` (a itself when NULL); `pre`, when given, multiplies it element-wise first (the diagonal D).
-// The first three stages run in registers, eight elements at a time: x - y is computed as
-// x + (-1 * y), which IEEE makes the same bits.
-void walshHadamard(float* a, size_t n, const float* src, const float* pre) {
-  if (!src) src = a;
-  const F4 alt = {1.0f, -1.0f, 1.0f, -1.0f}, pairs = {1.0f, 1.0f, -1.0f, -1.0f};
-  for (size_t i = 0; i < n; i += 8) {
-    F4 v[2];
-    for (int k = 0; k < 2; k++) {
-      F4 x = load4(src + i + 4 * k);
-      if (pre) x = x * load4(pre + i + 4 * k);
-      x = QCCL_SHUFFLE4(x, 0, 0, 2, 2) + QCCL_SHUFFLE4(x, 1, 1, 3, 3) * alt;       // h = 1
-      v[k] = QCCL_SHUFFLE4(x, 0, 1, 0, 1) + QCCL_SHUFFLE4(x, 2, 3, 2, 3) * pairs;  // h = 2
-    }
-    store4(a + i, v[0] + v[1]);  // h = 4
-    store4(a + i + 4, v[0] - v[1]);
-  }
-  // Then two stages per pass (h and 2h): each group of four elements j, j + h, j + 2h, j + 3h takes
-  // the same butterflies in the same order as two passes would, with half the loads and stores.
-  size_t h = 8;
-  for (; 4 * h <= n; h *= 4)
-    for (size_t i = 0; i < n; i += 4 * h)
-      for (size_t j = i; j < i + h; j += 4) {
-        const F4 x0 = load4(a + j), x1 = load4(a + j + h), x2 = load4(a + j + 2 * h), x3 = load4(a + j + 3 * h);
-        const F4 s0 = x0 + x1, d0 = x0 - x1, s1 = x2 + x3, d1 = x2 - x3;
-        store4(a + j, s0 + s1);
-        store4(a + j + h, d0 + d1);
-        store4(a + j + 2 * h, s0 - s1);
-        store4(a + j + 3 * h, d0 - d1);
-      }
-  if (h < n)  // an odd number of stages left: the last one alone
-    for (size_t j = 0; j < h; j += 4) {
-      const F4 x = load4(a + j), y = load4(a + j + h);
-      store4(a + j, x + y);
-      store4(a + j + h, x - y);
-    }
-}
-
-// In place, the inverse of the rotation for one block of n: x = (1/n) D H x (1/n a power of two,
-// exact).
-void rotateBackBlock(float* x, size_t n, const float* d) {
-  const F4 inv = F4{} + 1.0f / static_cast<float>(n);
-  walshHadamard(x, n, nullptr, nullptr);
-  for (size_t i = 0; i < n; i += 4) store4(x + i, load4(x + i) * (load4(d + i) * inv));
-}
-
-// What a 1-bit codec loses of x (squared error), bucket by bucket: onebit sends the mean of a bucket's
-// positive and of its negative elements, signscale each sign with the mean magnitude.
-double oneBitLoss(const float* x, size_t count, bool twoMeans) {
-  double loss = 0;
-  for (size_t b = 0; b < count; b += kAutoRotationBlock) {
-    const size_t e = std::min(count, b + kAutoRotationBlock);
-    double pos = 0, neg = 0, mag = 0, sq = 0;
-    size_t npos = 0, nneg = 0;
-    for (size_t i = b; i < e; i++) {
-      const double v = x[i];
-      sq += v * v;
-      mag += std::fabs(v);
-      if (v > 0) pos += v, npos++;
-      if (v < 0) neg += v, nneg++;
-    }
-    if (twoMeans)
-      loss += sq - (npos ? pos * pos / static_cast<double>(npos) : 0.0) -
-              (nneg ? neg * neg / static_cast<double>(nneg) : 0.0);
-    else
-      loss += sq - mag * mag / static_cast<double>(e - b);
-  }
-  return loss;
-}
-
 // Auto rotation, at a tensor's first call: rotate from then on when the codec's loss on the rotated
 // velocities, summed over ranks, is below kAutoRotationGain of its loss on them as they are. The sums
 // go through one uncompressed allreduce, so every rank takes the same decision.
-constexpr double kAutoRotationGain = 0.9;
+constexpr double kAutoRotationGain = qccl::rotation::kAutoGain;
 
 qcclResult_t decideRotation(const std::vector<float>& u, const std::vector<float>& rotated, bool twoMeans,
                             qcclComm_t comm, int* block) {
@@ -261,7 +158,7 @@ qcclResult_t qcclMomentumAllreduce(qcclMomentum_t m, float* grad, const float* p
   const float* send = u.data();
   const size_t whole = n > 0 ? count - count % n : 0;  // elements in whole blocks (the rest goes unrotated)
   if (block != 0 && count >= n) {
-    if (m->signs.size() != n) m->signs = rotationSigns(static_cast<int>(n));
+    if (m->signs.size() != n) m->signs = qccl::rotation::signs(static_cast<int>(n));
     std::vector<float>& w = m->rotated;
     try {
       w.resize(count);

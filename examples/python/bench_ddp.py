@@ -60,15 +60,19 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--codecs", default="onebit,maxmin:4",
-                    help="qccl codecs, codec[:bits][+m|+mu|+mr|+ma|+mn|+mp][+hc][/G][@algo] separated by commas; +m: "
+                    help="qccl codecs, codec[:bits][+m|+mu|+mr|+ma|+mn|+mp][+hc][%%R][/G][@algo] separated by commas; +m: "
                          "HookState(optimizer=opt); +mu / +mr: the same with reconcile=False / True; +ma: with "
                          "every momentum pass outside the exchange (fuse=False); +mn / +mp: the last average "
                          "never / always packed (pack=False / True); +hc: clip "
                          "in the hook "
-                         "(--clip); /G: HookState(..., feedback_gain=G) (error control; default: the hook's); "
+                         "(--clip); %%R: HookState(..., rotation=R) (auto, 0 or a block; default: --rotation); "
+                         "/G: HookState(..., feedback_gain=G) (error control; default: the hook's); "
                          "@sra or @allgather: that variant's algorithm (overrides --algo)")
     ap.add_argument("--algo", choices=("sra", "allgather"),
                     help="the qccl hook's algorithm for compressed parts (default: HookState's choice)")
+    ap.add_argument("--rotation", default=None,
+                    help="the +m variants' HookState(..., rotation=...): auto, 0 (none) or a block (default: the "
+                    "hook's, auto)")
     ap.add_argument("--momentum", type=float, default=0.0,
                     help="SGD momentum of every variant's optimizer (0: plain SGD)")
     ap.add_argument("--clip", type=float, default=0.0,
@@ -208,6 +212,8 @@ def time_variant(name, base, hook, state, x, y, args, mpi, comm):
         # the parameters whose last average is held packed after the last step (momentum.py, pack)
         sents = [st.get("sent") for st in momentum._state.values()]
         out["qccl_packed_share"] = sum(isinstance(s, qccl._qccl._PackedSent) for s in sents) / max(1, len(sents))
+        # the compressed calls' rotation blocks (HookState(rotation=...); 0: not rotated)
+        out["qccl_rotation"] = sorted(b for plan in state._plans.values() for b in plan.rotation.values())
     if args.clip > 0:
         out["clip"] = "hook" if getattr(state, "clip_grad_norm", None) else "loop"
     for k, v in zip(PHASES, phases[1:]):
@@ -257,6 +263,8 @@ def main():
         algo = algo or args.algo
         base_spec, _, gain = base_spec.partition("/")
         gain = float(gain) if gain else None
+        base_spec, _, rotation = base_spec.partition("%")
+        rotation = rotation or args.rotation
         hook_clip = base_spec.endswith("+hc")
         if hook_clip and args.clip <= 0:
             raise SystemExit(f"--codecs {spec!r}: +hc needs --clip")
@@ -272,9 +280,10 @@ def main():
         bits = int(bits) if bits else None
         if aware:
             def state(opt, codec=codec, bits=bits, algo=algo, reconcile=reconcile, clip=clip, fuse=fuse, pack=pack,
-                      gain=gain):
+                      gain=gain, rotation=rotation):
+                rot = {} if rotation is None else {"rotation": rotation if rotation == "auto" else int(rotation)}
                 st = qtorch.HookState(comm, codec=codec, bits=bits, algo=algo, optimizer=opt, reconcile=reconcile,
-                                      clip_grad_norm=clip, feedback_gain=gain)
+                                      clip_grad_norm=clip, feedback_gain=gain, **rot)
                 st.momentum.fuse = fuse
                 if pack is not None:
                     st.momentum.pack = pack

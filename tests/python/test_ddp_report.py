@@ -66,7 +66,7 @@ def test_bench_ddp_end_to_end(tmp_path):
            sys.executable, os.path.join(REPO, "examples", "python", "bench_ddp.py"), "--width", "64", "--layers", "2",
            "--batch", "4", "--steps", "2", "--warmup", "3", "--baselines", "compute,noop,fp32,fp16,powersgd",
            "--codecs", "onebit,maxmin:4,onebit+m,onebit+m@sra,onebit+mu@sra,onebit+mn@sra,onebit+mp@sra",
-           "--momentum", "0.9", "--bucket-view", "--link", "none", "--json", str(out)]
+           "--momentum", "0.9", "--rotation", "0", "--bucket-view", "--link", "none", "--json", str(out)]
     subprocess.run(cmd, check=True, timeout=240)
     d = json.loads(out.read_text())
     names = [r["variant"] for r in d["results"]]
@@ -92,6 +92,9 @@ def test_bench_ddp_end_to_end(tmp_path):
 
     packed = {r["variant"]: r.get("qccl_packed_share") for r in d["results"] if "+m" in r["variant"]}
     default = 1.0 if qccl._qccl._packed_sent_fast() else 0.0
+    # --rotation 0: no call rotates or decides (a rotated call's average is not kept packed)
+    assert {r["variant"]: r.get("qccl_rotation") for r in d["results"] if "+m" in r["variant"]} == {
+        v: [] for v in packed}
     assert packed == {"qccl-onebit+m": 0.0, "qccl-onebit+m@sra": default, "qccl-onebit+mu@sra": default,
                       "qccl-onebit+mn@sra": 0.0, "qccl-onebit+mp@sra": 1.0}
     assert d["args"]["bucket_view"] is True

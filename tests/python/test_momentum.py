@@ -72,7 +72,10 @@ def identical_across_ranks(mpi, model):
 
 
 def pair(make_opt, comm, scheme="dgc", codec="none", **hook):
-    """(reference DDP + optimizer, DDP with the qccl hook and optimizer=, HookState) from one init."""
+    """(reference DDP + optimizer, DDP with the qccl hook and optimizer=, HookState) from one init.
+    Without the rotation unless asked for: the tests of the passes fused into the exchange take the
+    calls that fuse them (a rotated call does not); the rotation has tests of its own below."""
+    hook.setdefault("rotation", 0)
     base = make_model()
     ref = DDP(copy.deepcopy(base))
     ours = DDP(copy.deepcopy(base))
@@ -130,6 +133,9 @@ def test_bad_arguments(comm):
     with pytest.raises(qccl.Error, match="ef21"):
         qtorch.HookState(comm, optimizer=torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), scheme="ef21",
                          reconcile=False)
+    for bad in ("yes", 33, 16, 1 << 17, True, -512, 512.0):
+        with pytest.raises(qccl.Error, match="rotation"):
+            qtorch.HookState(comm, codec="onebit", rotation=bad)
 
 
 def test_default_scheme_by_optimizer_and_codec(comm):
@@ -274,7 +280,7 @@ def test_a_parameter_with_a_call_of_its_own_sends_its_momentum_out_of_place(gloo
         m = DDP(model())
         opt = OPTIMIZERS[name](m.parameters())
         st = qtorch.HookState(comm, codec=codec, min_compress_numel=1000, optimizer=opt, scheme="dgc",
-                              reconcile=reconcile)
+                              reconcile=reconcile, rotation=0)  # a rotated call fuses neither pass
         st.momentum.fuse = fuse
         m.register_comm_hook(st, qtorch.allreduce_hook)
         runs.append(((m, opt), st))
@@ -372,18 +378,19 @@ class FakeScaler:
         return self.scale
 
 
-@pytest.mark.parametrize("codec", ["none", "onebit"])
+@pytest.mark.parametrize("codec,rotation", [("none", 0), ("onebit", 0), ("onebit", 512), ("onebit", "auto")])
 @pytest.mark.parametrize("name", ["sgd_momentum", "sgd_nesterov_wd", "adamw"])
-def test_grad_scaler_with_optimizer_trains_like_unscaled(gloo, comm, name, codec):
+def test_grad_scaler_with_optimizer_trains_like_unscaled(gloo, comm, name, codec, rotation):
     # Mixed precision as GradScaler runs it: losses scaled by S (powers of two, so scaling is exact),
     # the gradients unscaled before opt.step(), a step with Inf in one layer skipped with the scale
     # halved, the scale doubled after others. With codec none the hook must give what plain DDP and
     # the optimizer give on the unscaled losses without the skipped step; with onebit (exact under
     # power-of-two scaling) bit for bit what the hook gives on the unscaled losses. Without the
     # unscaled momenta (or their roll-back) the Inf or the scale would stay in them: the test can fail.
+    # The rotation is linear and exact under power-of-two scaling too.
     rank = gloo.get_rank()
     scaler = FakeScaler(1024.0)
-    hook = dict(codec=codec, scheme="dgc")
+    hook = dict(codec=codec, scheme="dgc", rotation=rotation)
     ref, ours, state = pair(OPTIMIZERS[name], comm, grad_scaler=scaler, **hook)
     _, unscaled, unscaled_state = pair(OPTIMIZERS[name], comm, **hook)  # the hook on unscaled losses
     grow, skip = {2, 6}, {4, 9}
@@ -886,3 +893,236 @@ def test_packed_sent_on_every_cpu_path(isa):
                        timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert " passed" in r.stdout and "failed" not in r.stdout
+
+
+class Backwards(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.out = nn.Linear(64, 4, bias=False)
+        self.hid = nn.Linear(64, 64, bias=False)
+        self.inp = nn.Linear(32, 64, bias=False)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.hid(torch.relu(self.inp(x)))))
+
+
+def sylvester(n):
+    h = torch.ones(1, 1, dtype=torch.float64)
+    while h.shape[0] < n:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    return h
+
+
+@pytest.mark.parametrize("block", [32, 512])
+def test_rotation_is_the_hadamard_transform_and_its_inverse(block):
+    # _qccl._rotate: x = H D x per whole block (H the unnormalized Walsh-Hadamard matrix, D the fixed
+    # signs), the rest untouched; back: (1/B) D H x. Against the matrices in float64.
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(3 * block + 7, generator=gen)
+    w = x.clone()
+    qccl._qccl._rotate(w, block, False)
+    assert torch.equal(w[3 * block:], x[3 * block:])
+    ones = torch.ones(block)
+    qccl._qccl._rotate(ones, block, False)  # H D 1: the first row of H is all ones, so ones[0] = sum(D)
+    h = sylvester(block)
+    d = torch.linalg.solve(h, ones.double())  # D 1 = H^-1 (H D 1): the signs
+    assert torch.equal(d.abs().round(), torch.ones(block, dtype=torch.float64))
+    want = (x[:3 * block].double().view(3, block) * d) @ h.T
+    assert torch.allclose(w[:3 * block].double().view(3, block), want, rtol=0, atol=1e-4 * float(want.abs().max()))
+    qccl._qccl._rotate(w, block, True)
+    assert torch.allclose(w, x, rtol=0, atol=1e-6 * float(x.abs().max()))
+    for bad in (16, 48, 1 << 17):
+        with pytest.raises(qccl.Error, match="rotation block"):
+            qccl._qccl._rotate(w, bad, False)
+
+
+def test_onebit_loss_is_the_codecs_squared_error():
+    # onebit sends each bucket's mean of its positive and of its negative elements, signscale every
+    # sign with the mean magnitude: the squared error of each, against torch.
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(1000, generator=gen) ** 3
+    want = {True: 0.0, False: 0.0}
+    for b in x.double().split(512):
+        pos, neg = b[b > 0], b[b < 0]
+        want[True] += float(((pos - pos.mean()) ** 2).sum() + ((neg - neg.mean()) ** 2).sum())
+        want[False] += float(((b.abs() - b.abs().mean()) ** 2).sum())
+    for two in (True, False):
+        assert qccl._qccl._onebit_loss(x, two, 512) == pytest.approx(want[two], rel=1e-9)
+
+
+def test_rotated_call_is_the_codec_on_the_rotated_momenta(gloo, mpi, comm):
+    # rotation=512, onebit over sra: the first step's average momentum (what opt.step() makes the
+    # optimizer's buffer) is the codec's average of the rotated local momenta, rotated back: the
+    # same bits as the same allreduce run by hand on a tensor of its own.
+    rank = gloo.get_rank()
+    _, (model, opt), state = pair(OPTIMIZERS["sgd_momentum"], comm, codec="onebit", algo="sra", rotation=512)
+    plain = make_model()
+    x, y = batch(rank, 0)
+    loss_of(plain, x, y).backward()
+    train([(model, opt)], rank, 1)
+    (plan,) = state._plans.values()
+    assert plan.rotation == {plan.compressed_id: 512} and not plan.own
+    # the compressed weights (4096 and 2048 elements) in the bucket's order, packed into one call
+    index = {id(p): k for k, p in enumerate(model.module.parameters())}
+    order = [index[id(p)] for _, _, p in sorted(plan.params, key=lambda t: t[0])]
+    assert sorted(order) == [0, 2]  # the two weights (parameters 0 and 2; 1 and 3 are their biases)
+    weights = [list(plain.parameters())[k] for k in order]
+    u = torch.cat([w.grad.reshape(-1) for w in weights])
+    qccl._qccl._rotate(u, 512, False)
+    comm.allreduce(u, op="avg", codec="onebit", algo="sra", tensor_id=12345)
+    qccl._qccl._rotate(u, 512, True)
+    comm.release(12345)
+    mine = list(model.module.parameters())
+    got = torch.cat([opt.state[mine[k]]["momentum_buffer"].reshape(-1) for k in order])
+    assert torch.equal(got, u)
+    # and the hand-made average is not the unrotated one (the rotation did something)
+    v = torch.cat([w.grad.reshape(-1) for w in weights])
+    comm.allreduce(v, op="avg", codec="onebit", algo="sra", tensor_id=12346)
+    comm.release(12346)
+    assert not torch.equal(v, u)
+
+
+def test_rotation_auto_decides_per_call_from_the_codecs_loss(gloo, comm):
+    # "auto": a call rotates when onebit loses less of the rotated input, summed over ranks; the
+    # decision is taken at the call's first exchange and kept. A few large elements per bucket
+    # (onebit's worst case) rotate; values of one magnitude (onebit's best) do not.
+    rank = gloo.get_rank()
+    state = qtorch.HookState(comm, codec="onebit", optimizer=torch.optim.SGD(make_model().parameters(), lr=0.1,
+                                                                            momentum=0.9))
+    plan = qtorch._BucketPlan((), [], [], 0, 1, [])
+    gen = torch.Generator().manual_seed(5 + rank)
+    spiky = 0.01 * torch.randn(4096, generator=gen)
+    spiky[::300] = 10.0
+    flat = torch.where(torch.rand(4096, generator=gen) < 0.5, -1.0, 1.0)
+    assert state._rotation(plan, 7, spiky) == 512
+    assert state._rotation(plan, 8, flat) == 0
+    assert state._rotation(plan, 9, spiky[:300]) == 0  # less than one block
+    assert state._rotation(plan, 8, spiky) == 0  # decided once
+    inf = spiky.clone()
+    inf[5] = float("inf") if rank == 0 else 1.0
+    assert state._rotation(plan, 11, inf) == 0  # Inf on any rank (a step a scaler skips): not decided yet
+    assert state._rotation(plan, 11, spiky) == 512
+    assert plan.rotation == {7: 512, 8: 0, 9: 0, 11: 512}
+    signscale = qtorch.HookState(comm, codec="signscale", rotation=64,
+                                 optimizer=torch.optim.SGD(make_model().parameters(), lr=0.1, momentum=0.9))
+    assert signscale._rotation(plan, 10, flat) == 64  # an explicit block always rotates
+    assert not qtorch.HookState(comm, codec="maxmin", optimizer=torch.optim.SGD(make_model().parameters(), lr=0.1,
+                                                                                momentum=0.9))._rotates
+    assert not qtorch.HookState(comm, codec="onebit")._rotates  # without optimizer=, the hook as it was
+
+
+def test_rotation_trains_and_resumes_from_a_checkpoint(gloo, mpi, comm):
+    # rotation=512 with the maxmin warm-up on the same (rotated) residuals: replicas stay identical,
+    # the loss falls, and a run resumed from a checkpoint (residuals, local momenta, the rotation in
+    # the saved record) continues bit for bit; restored without the rotation it does not.
+    # The layers registered last first, without biases: DDP's initial bucket then has the layout of
+    # the rebuilt one that is saved, so the resumed run's first step takes the saved residuals
+    # (test_hook_state.py, Backwards).
+    rank, make_opt = gloo.get_rank(), OPTIMIZERS["sgd_nesterov_wd"]
+    hook = dict(codec="onebit", algo="sra", rotation=512, warmup_steps=3, warmup_codec="maxmin", warmup_bits=4)
+
+    def make(**changes):
+        torch.manual_seed(0)
+        m = DDP(Backwards())
+        o = make_opt(m.parameters())
+        s = qtorch.HookState(comm, min_compress_numel=1000, optimizer=o, **dict(hook, **changes))
+        m.register_comm_hook(s, qtorch.allreduce_hook)
+        return m, o, s
+
+    model, opt, state = make()
+    x_eval, y_eval = batch(99, 0)
+    start = float(loss_of(model, x_eval, y_eval))
+    train([(model, opt)], rank, 8)
+    ckpt = {"model": copy.deepcopy(model.module.state_dict()), "opt": copy.deepcopy(opt.state_dict()),
+            "hook": copy.deepcopy(state.state_dict())}
+    # one bucket: the two weights in one call (rotated), the last layer raw (never decides)
+    assert [r["rotation"] for r in ckpt["hook"]["residuals"]] == [[512, -1]]
+    train([(model, opt)], rank, 8, start=8)
+    assert float(loss_of(model, x_eval, y_eval)) < 0.9 * start
+    assert identical_across_ranks(mpi, model)
+
+    def resumed(sd, **changes):
+        m, o, s = make(**changes)
+        m.module.load_state_dict(ckpt["model"])
+        o.load_state_dict(ckpt["opt"])
+        s.load_state_dict(sd)
+        train([(m, o)], rank, 8, start=8)
+        assert not any(plan.unmatched for plan in s._plans.values()) and not s._saved
+        return m
+
+    assert digest(resumed(ckpt["hook"]).module) == digest(model.module)
+    # The record decides, not the new state's setting: a state asked for none resumes rotated.
+    assert digest(resumed(ckpt["hook"], rotation=0).module) == digest(model.module)
+    # A record from before the rotation (no "rotation") holds plain residuals: they are not rotated.
+    old = copy.deepcopy(ckpt["hook"])
+    for r in old["residuals"]:
+        del r["rotation"]
+    assert digest(resumed(old).module) != digest(model.module)
+    bad = copy.deepcopy(ckpt["hook"])
+    bad["residuals"][0]["rotation"] = [100, 0]
+    with pytest.raises(qccl.Error, match="rotation"):
+        make()[2].load_state_dict(bad)
+
+
+@pytest.mark.parametrize("reconcile", [False, "auto", True])
+@pytest.mark.parametrize("name", ["sgd_momentum", "sgd_nesterov_wd", "adamw"])
+def test_rotation_inside_the_momentum_passes_changes_no_bit(gloo, mpi, comm, name, reconcile):
+    # A rotated call that is one parameter (here the bucket's only compressed weight) rotates its
+    # message inside the local pass and the average back inside the corrected pass: the same
+    # parameters bit for bit as the rotations in passes of their own (HookState.rotate_in_passes).
+    def model():
+        torch.manual_seed(3)
+        return nn.Sequential(nn.Linear(32, 64, bias=False), nn.ReLU(), nn.Linear(64, 4, bias=False))
+
+    runs = []
+    for inside in (True, False):
+        m = DDP(model())
+        opt = OPTIMIZERS[name](m.parameters())
+        st = qtorch.HookState(comm, codec="onebit", min_compress_numel=1000, optimizer=opt, scheme="dgc",
+                              reconcile=reconcile, rotation=512)
+        st.rotate_in_passes = inside
+        m.register_comm_hook(st, qtorch.allreduce_hook)
+        runs.append(((m, opt), st))
+    train([r[0] for r in runs], gloo.get_rank(), 8)
+    assert digest(runs[0][0][0]) == digest(runs[1][0][0])
+    assert identical_across_ranks(mpi, runs[0][0][0])
+    (plan,) = runs[0][1]._plans.values()
+    assert len(plan.compressed) == 1 and plan.rotation == {plan.compressed_id: 512}
+    assert runs[0][1]._rotated_alone(plan, plan.compressed) == {tuple(plan.compressed[0]): 512}
+
+
+def test_rotation_inside_the_passes_of_calls_of_their_own(gloo, mpi, comm):
+    # Two large weights, each a call of its own (at least 2^18 elements, split by biases): both
+    # rotate inside their momentum passes, with the same bits as the rotations apart.
+    def model():
+        torch.manual_seed(4)
+        return nn.Sequential(nn.Linear(32, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512),
+                             nn.ReLU(), nn.Linear(512, 4))
+
+    runs = []
+    for inside in (True, False):
+        m = DDP(model())
+        opt = OPTIMIZERS["sgd_nesterov_wd"](m.parameters())
+        st = qtorch.HookState(comm, codec="signscale", min_compress_numel=1000, optimizer=opt, rotation=512)
+        st.rotate_in_passes = inside
+        m.register_comm_hook(st, qtorch.allreduce_hook)
+        runs.append(((m, opt), st))
+    rank = gloo.get_rank()
+    for step in range(4):
+        x, y = batch(rank, step)
+        for (m, opt), _ in runs:
+            opt.zero_grad(set_to_none=True)
+            loss_of(m, x, y).backward()
+            opt.step()
+    assert digest(runs[0][0][0]) == digest(runs[1][0][0])
+    assert identical_across_ranks(mpi, runs[0][0][0])
+    # DDP's first bucket is small: two buckets, each a call of its own (a 512 x 512 weight) and a
+    # compressed segment that is one weight; all four rotate inside the passes
+    st = runs[0][1]
+    plans = list(st._plans.values())
+    assert sorted(len(plan.own) for plan in plans) == [1, 1]
+    calls = [(o, n, i) for plan in plans for o, n, i in plan.own + [plan.compressed[0] + (plan.compressed_id,)]]
+    inside = {}
+    for plan in plans:
+        inside.update(st._rotated_alone(plan, [(o, n) for o, n, _ in plan.own] + plan.compressed))
+    assert len(calls) == 4 and inside == {(o, n): 512 for o, n, _ in calls}

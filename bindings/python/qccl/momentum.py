@@ -316,7 +316,7 @@ class MomentumCorrection:
         return None if b is None else b.view(-1)
 
     def local(self, p: torch.Tensor, g: torch.Tensor, scale: float = 1.0,
-              out_of_place: bool = False) -> Optional[tuple]:
+              out_of_place: bool = False, rotation: int = 0) -> Optional[tuple]:
         """Replaces g, this rank's flat gradient of p, by this rank's message. In place, without
         new full-size tensors where the gradient is fp32: on a 4.3M-parameter model the
         temporaries of the plain expressions cost as much CPU per step as the exchange itself.
@@ -327,7 +327,9 @@ class MomentumCorrection:
         its output g), after running on u, in place, the local pass ``pass`` = (g, sent or None, buf
         or None, p or None, mu, keep, wd) -- as the exchange's prologue, right before each chunk's
         encode (``Communicator._allreduce_corrected(local=...)``), which saves the encode's read of
-        u from memory. Returns None when g holds the message."""
+        u from memory. Returns None when g holds the message. ``rotation``: a block B (not with
+        out_of_place): g then holds the message rotated, ``H D`` per whole block of B (the hook's
+        rotation of a call that is this one parameter), in the same pass where it can."""
         h = self._hyper[p]
         st = self._state.setdefault(p, {})
         buf = self._buffer(p)
@@ -351,14 +353,16 @@ class MomentumCorrection:
             if send_u:
                 self.unstaged += 1
                 return u, (g, None, None, wd_p, h.mu, h.keep, h.wd)
-            _qccl._momentum_local_plain(g, u, pf, h.mu, h.keep, h.wd)
+            _qccl._momentum_local_plain(g, u, pf, h.mu, h.keep, h.wd, rotation)
+            rotation = 0  # done in the pass
         elif (rec and self.scheme != "ef21" and buf is not None and u is not None and sent is not None
                 and _fusable(g, u, sent, buf, pf)):
             # The common case in one pass over memory (d is g): u = mu (u - (sent - buf)) + keep (d + wd p); g = u
             if send_u:
                 self.unstaged += 1
                 return u, (g, sent, buf, wd_p, h.mu, h.keep, h.wd)
-            _qccl._momentum_local(g, u, sent, buf, pf, h.mu, h.keep, h.wd)
+            _qccl._momentum_local(g, u, sent, buf, pf, h.mu, h.keep, h.wd, rotation)
+            rotation = 0
         else:
             if h.wd != 0.0:
                 d.add_(pf, alpha=h.wd)
@@ -382,12 +386,16 @@ class MomentumCorrection:
             g.copy_(u)
             if before is not None:
                 g.sub_(before)
+        if rotation:
+            _qccl._rotate(g, rotation, False)
         if scale != 1.0:
             g.mul_(scale)
 
-    def corrected(self, p: torch.Tensor, x: torch.Tensor, scale: float = 1.0) -> None:
+    def corrected(self, p: torch.Tensor, x: torch.Tensor, scale: float = 1.0, rotation: int = 0) -> None:
         """Replaces x, the average of the messages for p, by the gradient the optimizer is to see
-        (in place where x is fp32). ``scale`` as in local(): x and the result are loss-scaled."""
+        (in place where x is fp32). ``scale`` as in local(): x and the result are loss-scaled.
+        ``rotation``: x is the average rotated as local(rotation=B) sent it: rotated back first,
+        ``(1/B) D H`` per whole block, in the same pass where it can."""
         h = self._hyper[p]
         st = self._state[p]
         buf = self._buffer(p)
@@ -402,12 +410,14 @@ class MomentumCorrection:
         from_sent = not rec and buf is not None and sent is not None
         if from_sent and _fusable(x, sent, pf):
             # One pass that reads only what it writes (d is x): x = (x - mu sent) / keep - wd p; sent = x as it came
-            _qccl._momentum_corrected_from_sent(x, sent, pf, h.mu, h.keep, h.wd)
+            _qccl._momentum_corrected_from_sent(x, sent, pf, h.mu, h.keep, h.wd, rotation)
         elif (rec and self.scheme != "ef21" and buf is not None and sent is not None
                 and _fusable(x, buf, sent, pf)):
             # One pass (d is x): sent = x; x = (x - mu buf) / keep - wd p, the steps below in order
-            _qccl._momentum_corrected(x, buf, sent, pf, h.mu, h.keep, h.wd)
+            _qccl._momentum_corrected(x, buf, sent, pf, h.mu, h.keep, h.wd, rotation)
         else:
+            if rotation:
+                _qccl._rotate(d, rotation, True)
             # The direction is taken from the optimizer's buffer, or without reconciliation from the
             # last average (sent); the first exchange of a state has only the buffer.
             old = None if buf is None else sent if from_sent else buf.float()

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "codec/rotation.hpp"
 #include "qccl/qccl.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -503,51 +504,105 @@ void PackedSent::correct(float* x, size_t off, size_t m, const float* p, float m
   }
 }
 
+// HookState(rotation=...) on a call that is one parameter: the local pass writes g = v and then
+// rotates each whole block of g while it is in cache (g = H D v), and the corrected pass first
+// rotates each whole block of the average back (x = (1/B) D H x) and then corrects it, instead of a
+// pass over memory for each rotation (codec/rotation.hpp). The same operations on the same values
+// as the passes and rotations done one after the other, so the same bits. block 0: no rotation.
+std::vector<float> rotationSigns(int block) {
+  if (block != 0 && !qccl::rotation::validBlock(block))
+    invalid("rotation block must be 0 or a power of two from 32 to 65536, not " + std::to_string(block));
+  return block != 0 ? qccl::rotation::signs(block) : std::vector<float>();
+}
+
+// fn(offset, length) over [0, n) in whole blocks of `block` (all of it at once without), then
+// rotate(offset) after each whole block.
+template <typename F, typename R>
+void inBlocks(size_t n, int block, F&& fn, R&& rotate) {
+  const size_t b = static_cast<size_t>(block);
+  if (b == 0) return fn(size_t{0}, n);
+  size_t i = 0;
+  for (; i + b <= n; i += b) {
+    fn(i, b);
+    rotate(i);
+  }
+  if (i < n) fn(i, n - i);
+}
+
+template <bool kReconcile>
+void localRotated(float* gp, float* up, const float* sp, const float* bp, const float* pp, size_t n, float mu,
+                  float keep, float wd, int block) {
+  const std::vector<float> d = rotationSigns(block);
+  nb::gil_scoped_release unlocked;
+  inBlocks(
+      n, block,
+      [&](size_t i, size_t m) {
+        localPass<kReconcile, true>(gp + i, up + i, kReconcile ? sp + i : nullptr, kReconcile ? bp + i : nullptr,
+                                    pp != nullptr ? pp + i : nullptr, m, mu, keep, wd);
+      },
+      [&](size_t i) { qccl::rotation::walshHadamard(gp + i, static_cast<size_t>(block), nullptr, d.data()); });
+}
+
+template <bool kFromSent>
+void correctedRotated(float* xp, const float* op, float* sp, const float* pp, size_t n, float mu, float keep, float wd,
+                      int block) {
+  const std::vector<float> d = rotationSigns(block);
+  nb::gil_scoped_release unlocked;
+  const size_t b = static_cast<size_t>(block);
+  size_t i = 0;
+  auto pass = [&](size_t at, size_t m) {
+    correctedPass<kFromSent>(xp + at, kFromSent ? nullptr : op + at, sp + at, pp != nullptr ? pp + at : nullptr, m, mu,
+                             keep, wd);
+  };
+  if (b != 0)
+    for (; i + b <= n; i += b) {
+      qccl::rotation::rotateBackBlock(xp + i, b, d.data());
+      pass(i, b);
+    }
+  if (i < n) pass(i, n - i);
+}
+
 // Reconciled (the default): u = mu * (u - (sent - buf)) + keep * (g + wd * p); g = u; sent is left
 // as it was (corrected() rewrites it before it is read again).
-void momentumLocal(Array g, Array u, Array sent, Array buf, Array p, float mu, float keep, float wd) {
+void momentumLocal(Array g, Array u, Array sent, Array buf, Array p, float mu, float keep, float wd, int block) {
   const size_t n = g.size();
   float* gp = f32Data(g, n, "g");
   float* up = f32Data(u, n, "u");
   const float* sp = f32Data(sent, n, "sent");
   const float* bp = f32Data(buf, n, "buf");
   const float* pp = wd != 0.0f ? f32Data(p, n, "p") : nullptr;
-  nb::gil_scoped_release unlocked;
-  localPass<true, true>(gp, up, sp, bp, pp, n, mu, keep, wd);
+  localRotated<true>(gp, up, sp, bp, pp, n, mu, keep, wd, block);
 }
 
 // Reconciled: sent = x; x = (x - mu * old) / keep - wd * p.
-void momentumCorrected(Array x, Array old, Array sent, Array p, float mu, float keep, float wd) {
+void momentumCorrected(Array x, Array old, Array sent, Array p, float mu, float keep, float wd, int block) {
   const size_t n = x.size();
   float* xp = f32Data(x, n, "x");
   const float* op = f32Data(old, n, "old");
   float* sp = f32Data(sent, n, "sent");
   const float* pp = wd != 0.0f ? f32Data(p, n, "p") : nullptr;
-  nb::gil_scoped_release unlocked;
-  correctedPass<false>(xp, op, sp, pp, n, mu, keep, wd);
+  correctedRotated<false>(xp, op, sp, pp, n, mu, keep, wd, block);
 }
 
 // Without reconciliation (HookState(..., reconcile=False)) each pass reads only the tensors it
 // writes, two passes over memory fewer per step than the pair above: u = mu * u + keep * (g + wd * p);
 // g = u.
-void momentumLocalPlain(Array g, Array u, Array p, float mu, float keep, float wd) {
+void momentumLocalPlain(Array g, Array u, Array p, float mu, float keep, float wd, int block) {
   const size_t n = g.size();
   float* gp = f32Data(g, n, "g");
   float* up = f32Data(u, n, "u");
   const float* pp = wd != 0.0f ? f32Data(p, n, "p") : nullptr;
-  nb::gil_scoped_release unlocked;
-  localPass<false, true>(gp, up, nullptr, nullptr, pp, n, mu, keep, wd);
+  localRotated<false>(gp, up, nullptr, nullptr, pp, n, mu, keep, wd, block);
 }
 
 // Without reconciliation: x = (x - mu * sent) / keep - wd * p; sent = x as it came in (the average
 // just received becomes the one the next step's direction is taken from).
-void momentumCorrectedFromSent(Array x, Array sent, Array p, float mu, float keep, float wd) {
+void momentumCorrectedFromSent(Array x, Array sent, Array p, float mu, float keep, float wd, int block) {
   const size_t n = x.size();
   float* xp = f32Data(x, n, "x");
   float* sp = f32Data(sent, n, "sent");
   const float* pp = wd != 0.0f ? f32Data(p, n, "p") : nullptr;
-  nb::gil_scoped_release unlocked;
-  correctedPass<true>(xp, nullptr, sp, pp, n, mu, keep, wd);
+  correctedRotated<true>(xp, nullptr, sp, pp, n, mu, keep, wd, block);
 }
 
 // The corrected pass as the epilogue of the exchange (qcclAllreduceEpilogue): each parameter's
@@ -624,6 +679,28 @@ void correctEpilogue(void* user, float* values, size_t first, size_t count) {
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
 #endif
+
+// The block rotation before a 1-bit codec (HookState(rotation=...); codec/rotation.hpp, the C API's
+// momentum correction does the same): in place over x's whole blocks of `block` elements (the rest is
+// left as it is), x = H D x, or back, x = (1/block) D H x.
+void rotateBlocks(Array x, int block, bool back) {
+  if (!qccl::rotation::validBlock(block))
+    invalid("rotation block must be a power of two from 32 to 65536, not " + std::to_string(block));
+  const size_t n = x.size();
+  float* xp = f32Data(x, n, "x");
+  const std::vector<float> d = qccl::rotation::signs(block);
+  nb::gil_scoped_release unlocked;
+  qccl::rotation::rotate(xp, n, static_cast<size_t>(block), d.data(), back);
+}
+
+// What a 1-bit codec would lose of x, squared, in buckets of `bucket` (onebit: two_means; signscale not).
+double oneBitLoss(Array x, bool twoMeans, int bucket) {
+  if (bucket <= 0) invalid("bucket must be positive");
+  const size_t n = x.size();
+  const float* xp = f32Data(x, n, "x");
+  nb::gil_scoped_release unlocked;
+  return qccl::rotation::oneBitLoss(xp, n, twoMeans, static_cast<size_t>(bucket));
+}
 
 // reconcile="auto" (momentum.py, "Reconciliation"): how far the optimizer's buffer moved away from
 // the average the last exchange asked for (sent), on `samples` elements spaced evenly from `offset`:
@@ -1151,15 +1228,19 @@ NB_MODULE(_qccl, m) {
       .def("reduce_scatter", &reduceScatter, nb::arg("send").noconvert(), nb::arg("recv").noconvert(), nb::arg("op"),
            nb::arg("id"), nb::arg("codec"), nb::arg("bits"), nb::arg("algo"), nb::arg("stream"));
 
+  m.def("_rotate", &rotateBlocks, nb::arg("x").noconvert(), nb::arg("block"), nb::arg("back"));
+  m.def("_onebit_loss", &oneBitLoss, nb::arg("x").noconvert(), nb::arg("two_means"), nb::arg("bucket"));
   m.def("_momentum_local", &momentumLocal, nb::arg("g").noconvert(), nb::arg("u").noconvert(),
         nb::arg("sent").noconvert(), nb::arg("buf").noconvert(), nb::arg("p").noconvert(), nb::arg("mu"),
-        nb::arg("keep"), nb::arg("wd"));
+        nb::arg("keep"), nb::arg("wd"), nb::arg("block") = 0);
   m.def("_momentum_corrected", &momentumCorrected, nb::arg("x").noconvert(), nb::arg("old").noconvert(),
-        nb::arg("sent").noconvert(), nb::arg("p").noconvert(), nb::arg("mu"), nb::arg("keep"), nb::arg("wd"));
+        nb::arg("sent").noconvert(), nb::arg("p").noconvert(), nb::arg("mu"), nb::arg("keep"), nb::arg("wd"),
+        nb::arg("block") = 0);
   m.def("_momentum_local_plain", &momentumLocalPlain, nb::arg("g").noconvert(), nb::arg("u").noconvert(),
-        nb::arg("p").noconvert(), nb::arg("mu"), nb::arg("keep"), nb::arg("wd"));
+        nb::arg("p").noconvert(), nb::arg("mu"), nb::arg("keep"), nb::arg("wd"), nb::arg("block") = 0);
   m.def("_momentum_corrected_from_sent", &momentumCorrectedFromSent, nb::arg("x").noconvert(),
-        nb::arg("sent").noconvert(), nb::arg("p").noconvert(), nb::arg("mu"), nb::arg("keep"), nb::arg("wd"));
+        nb::arg("sent").noconvert(), nb::arg("p").noconvert(), nb::arg("mu"), nb::arg("keep"), nb::arg("wd"),
+        nb::arg("block") = 0);
   nb::class_<PackedSent>(m, "_PackedSent")
       .def(
           "__init__",
