@@ -1126,3 +1126,24 @@ def test_rotation_inside_the_passes_of_calls_of_their_own(gloo, mpi, comm):
     for plan in plans:
         inside.update(st._rotated_alone(plan, [(o, n) for o, n, _ in plan.own] + plan.compressed))
     assert len(calls) == 4 and inside == {(o, n): 512 for o, n, _ in calls}
+
+
+def test_rotation_is_the_same_bits_on_every_cpu_path():
+    # The transform runs eight floats at a time where the CPU has AVX2 and four otherwise
+    # (QCCL_CPU_ISA=scalar): the same butterflies in the same order, so the same bits.
+    import os
+    import subprocess
+    import sys
+
+    if int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1")) > 1:
+        pytest.skip("runs in the single-process run (python_momentum_np1)")
+    code = ("import hashlib, torch; from qccl import _qccl\n"
+            "x = torch.randn(3 * 4096 + 100, generator=torch.Generator().manual_seed(9)) ** 3\n"
+            "h = hashlib.sha1()\n"
+            "for b in (32, 64, 512, 4096):\n"
+            "    w = x.clone(); _qccl._rotate(w, b, False); h.update(w.numpy().tobytes())\n"
+            "    _qccl._rotate(w, b, True); h.update(w.numpy().tobytes())\n"
+            "print(h.hexdigest())")
+    out = [subprocess.run([sys.executable, "-c", code], env=dict(os.environ, QCCL_CPU_ISA=isa), capture_output=True,
+                          text=True, timeout=120, check=True).stdout.strip() for isa in ("scalar", "avx512")]
+    assert len(out[0]) == 40 and out[0] == out[1]
