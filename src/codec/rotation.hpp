@@ -167,10 +167,25 @@ inline void walshHadamard(float* a, size_t n, const float* src, const float* pre
 
 // In place, the inverse of the rotation for one block of n: x = (1/n) D H x (1/n a power of two,
 // exact).
-inline void rotateBackBlock(float* x, size_t n, const float* d) {
+inline void rotateBackBlock4(float* x, size_t n, const float* d) {
   const F4 inv = F4{} + 1.0f / static_cast<float>(n);
-  walshHadamard(x, n, nullptr, nullptr);
+  walshHadamard4(x, n, nullptr, nullptr);
   for (size_t i = 0; i < n; i += 4) store4(x + i, load4(x + i) * (load4(d + i) * inv));
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2"))) inline void rotateBackBlock8(float* x, size_t n, const float* d) {
+  const F8 inv = F8{} + 1.0f / static_cast<float>(n);
+  walshHadamard8(x, n, nullptr, nullptr);
+  for (size_t i = 0; i < n; i += 8) store8(x + i, load8(x + i) * (load8(d + i) * inv));
+}
+#endif
+
+inline void rotateBackBlock(float* x, size_t n, const float* d) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (useAvx2()) return rotateBackBlock8(x, n, d);
+#endif
+  rotateBackBlock4(x, n, d);
 }
 
 // What a 1-bit codec loses of x (squared error), bucket by bucket: onebit sends the mean of a bucket's
