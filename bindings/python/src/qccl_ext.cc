@@ -515,32 +515,23 @@ std::vector<float> rotationSigns(int block) {
   return block != 0 ? qccl::rotation::signs(block) : std::vector<float>();
 }
 
-// fn(offset, length) over [0, n) in whole blocks of `block` (all of it at once without), then
-// rotate(offset) after each whole block.
-template <typename F, typename R>
-void inBlocks(size_t n, int block, F&& fn, R&& rotate) {
-  const size_t b = static_cast<size_t>(block);
-  if (b == 0) return fn(size_t{0}, n);
-  size_t i = 0;
-  for (; i + b <= n; i += b) {
-    fn(i, b);
-    rotate(i);
-  }
-  if (i < n) fn(i, n - i);
-}
-
 template <bool kReconcile>
 void localRotated(float* gp, float* up, const float* sp, const float* bp, const float* pp, size_t n, float mu,
                   float keep, float wd, int block) {
   const std::vector<float> d = rotationSigns(block);
   nb::gil_scoped_release unlocked;
-  inBlocks(
-      n, block,
-      [&](size_t i, size_t m) {
-        localPass<kReconcile, true>(gp + i, up + i, kReconcile ? sp + i : nullptr, kReconcile ? bp + i : nullptr,
-                                    pp != nullptr ? pp + i : nullptr, m, mu, keep, wd);
-      },
-      [&](size_t i) { qccl::rotation::walshHadamard(gp + i, static_cast<size_t>(block), nullptr, d.data()); });
+  const size_t b = static_cast<size_t>(block);
+  size_t i = 0;
+  auto pass = [&](size_t at, size_t m) {
+    localPass<kReconcile, true>(gp + at, up + at, kReconcile ? sp + at : nullptr, kReconcile ? bp + at : nullptr,
+                                pp != nullptr ? pp + at : nullptr, m, mu, keep, wd);
+  };
+  if (b != 0)
+    for (; i + b <= n; i += b) {
+      pass(i, b);
+      qccl::rotation::walshHadamard(gp + i, b, nullptr, d.data());
+    }
+  if (i < n) pass(i, n - i);
 }
 
 template <bool kFromSent>
