@@ -236,6 +236,9 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
         res["feedback_gain"] = state.feedback_gain
         # each compressed call's rotation block (0: none), as the hook decided it
         res["rotation"] = sorted(b for plan in state._plans.values() for b in plan.rotation.values())
+        # where rotation="auto" decided: the codec's error rotated / plain (below 0.9: rotated)
+        res["rotation_share"] = sorted(round(v, 4) for plan in state._plans.values()
+                                       for v in plan.rotation_share.values())
     if failed:
         errors = [e for e in mpi.allgather(error) if e]
         res["error"] = errors[0] if errors else "failed on another rank"

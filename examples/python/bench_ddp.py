@@ -65,7 +65,7 @@ def parse_args():
                          "every momentum pass outside the exchange (fuse=False); +mn / +mp: the last average "
                          "never / always packed (pack=False / True); +hc: clip "
                          "in the hook "
-                         "(--clip); %%R: HookState(..., rotation=R) (auto, 0 or a block; default: --rotation); "
+                         "(--clip); %%R: HookState(..., rotation=R) (auto, 0 or a block; default: --rotation; %%Rp: rotated in the momentum passes, not inside the exchange); "
                          "/G: HookState(..., feedback_gain=G) (error control; default: the hook's); "
                          "@sra or @allgather: that variant's algorithm (overrides --algo)")
     ap.add_argument("--algo", choices=("sra", "allgather"),
@@ -214,6 +214,9 @@ def time_variant(name, base, hook, state, x, y, args, mpi, comm):
         out["qccl_packed_share"] = sum(isinstance(s, qccl._qccl._PackedSent) for s in sents) / max(1, len(sents))
         # the compressed calls' rotation blocks (HookState(rotation=...); 0: not rotated)
         out["qccl_rotation"] = sorted(b for plan in state._plans.values() for b in plan.rotation.values())
+        # where rotation="auto" decided: the codec's error rotated / plain (below 0.9: rotated)
+        out["qccl_rotation_share"] = sorted(round(v, 4) for plan in state._plans.values()
+                                            for v in plan.rotation_share.values())
     if args.clip > 0:
         out["clip"] = "hook" if getattr(state, "clip_grad_norm", None) else "loop"
     for k, v in zip(PHASES, phases[1:]):
@@ -264,7 +267,9 @@ def main():
         base_spec, _, gain = base_spec.partition("/")
         gain = float(gain) if gain else None
         base_spec, _, rotation = base_spec.partition("%")
-        rotation = rotation or args.rotation
+        # %Rp: the rotation in the momentum passes instead of the exchange (HookState.fuse_rotation)
+        in_passes = rotation.endswith("p")
+        rotation = rotation.removesuffix("p") or args.rotation
         hook_clip = base_spec.endswith("+hc")
         if hook_clip and args.clip <= 0:
             raise SystemExit(f"--codecs {spec!r}: +hc needs --clip")
@@ -280,11 +285,12 @@ def main():
         bits = int(bits) if bits else None
         if aware:
             def state(opt, codec=codec, bits=bits, algo=algo, reconcile=reconcile, clip=clip, fuse=fuse, pack=pack,
-                      gain=gain, rotation=rotation):
+                      gain=gain, rotation=rotation, in_passes=in_passes):
                 rot = {} if rotation is None else {"rotation": rotation if rotation == "auto" else int(rotation)}
                 st = qtorch.HookState(comm, codec=codec, bits=bits, algo=algo, optimizer=opt, reconcile=reconcile,
                                       clip_grad_norm=clip, feedback_gain=gain, **rot)
                 st.momentum.fuse = fuse
+                st.fuse_rotation = not in_passes
                 if pack is not None:
                     st.momentum.pack = pack
                 return st
