@@ -65,7 +65,7 @@ def parse_args():
                          "every momentum pass outside the exchange (fuse=False); +mn / +mp: the last average "
                          "never / always packed (pack=False / True); +hc: clip "
                          "in the hook "
-                         "(--clip); %%R: HookState(..., rotation=R) (auto, 0 or a block; default: --rotation; %%Rp: rotated in the momentum passes, not inside the exchange); "
+                         "(--clip); %%R: HookState(..., rotation=R) (auto, 0 or a block; default: --rotation); "
                          "/G: HookState(..., feedback_gain=G) (error control; default: the hook's); "
                          "@sra or @allgather: that variant's algorithm (overrides --algo)")
     ap.add_argument("--algo", choices=("sra", "allgather"),
@@ -267,9 +267,7 @@ def main():
         base_spec, _, gain = base_spec.partition("/")
         gain = float(gain) if gain else None
         base_spec, _, rotation = base_spec.partition("%")
-        # %Rp: the rotation in the momentum passes instead of the exchange (HookState.fuse_rotation)
-        in_passes = rotation.endswith("p")
-        rotation = rotation.removesuffix("p") or args.rotation
+        rotation = rotation or args.rotation
         hook_clip = base_spec.endswith("+hc")
         if hook_clip and args.clip <= 0:
             raise SystemExit(f"--codecs {spec!r}: +hc needs --clip")
@@ -285,12 +283,11 @@ def main():
         bits = int(bits) if bits else None
         if aware:
             def state(opt, codec=codec, bits=bits, algo=algo, reconcile=reconcile, clip=clip, fuse=fuse, pack=pack,
-                      gain=gain, rotation=rotation, in_passes=in_passes):
+                      gain=gain, rotation=rotation):
                 rot = {} if rotation is None else {"rotation": rotation if rotation == "auto" else int(rotation)}
                 st = qtorch.HookState(comm, codec=codec, bits=bits, algo=algo, optimizer=opt, reconcile=reconcile,
                                       clip_grad_norm=clip, feedback_gain=gain, **rot)
                 st.momentum.fuse = fuse
-                st.fuse_rotation = not in_passes
                 if pack is not None:
                     st.momentum.pack = pack
                 return st

@@ -191,11 +191,6 @@ class Communicator:
     def size(self) -> int:
         return self._comm.size
 
-    @property
-    def bucket(self) -> int:
-        """The codec bucket (elements) this communicator was configured with."""
-        return self._comm.bucket
-
     def allreduce(self, tensor, out=None, *, op: str = "sum", codec=None, bits: Optional[int] = None,
                   tensor_id: int = 0, algo=None):
         """Reduces ``tensor`` over all ranks into ``out`` (default: in place) and returns it.
@@ -219,18 +214,14 @@ class Communicator:
         return out
 
     def _allreduce_corrected(self, tensor, segments, out=None, *, local=(), op: str = "sum", codec=None,
-                             bits: Optional[int] = None, tensor_id: int = 0, algo=None, rotation: int = 0):
+                             bits: Optional[int] = None, tensor_id: int = 0, algo=None):
         """allreduce() of a float32 CPU tensor into ``out`` (default: in place), with momentum
         correction's corrected pass (qccl.momentum) run on ``segments`` of the result inside the
         last decode, while each bucket is in cache, and its local pass on ``local`` segments of the
-        input right before their encode (qcclAllreduceFused). segments: (begin, n, sent, old or
-        None, p or None, mu, keep, wd); local: (begin, n, g, sent or None, buf or None, p or None,
-        mu, keep, wd), where out of place the input is the local momentum u and g the gradient, and
-        in place the input is the gradient and the third item u (updated, and the input becomes the
-        message); each list disjoint, float32 CPU tensors of n elements each. ``rotation`` B (in
-        place; the communicator's codec bucket a multiple of B): the input is rotated after the
-        local passes, ``H D`` per whole block of B, and the average rotated back before the
-        corrected passes, each piece while it is in cache (the hook's rotation)."""
+        input (the local momentum; out of place only) right before their encode
+        (qcclAllreduceFused). segments: (begin, n, sent, old or None, p or None, mu, keep, wd);
+        local: (begin, n, g, sent or None, buf or None, p or None, mu, keep, wd); each list
+        disjoint, float32 CPU tensors of n elements each."""
         if out is None:
             out = tensor
         send, _ = _buffer(tensor, "input", writable=True)
@@ -238,8 +229,7 @@ class Communicator:
         with self._lock:
             self._comm.allreduce_corrected(send, recv, _lookup(OPS, op, "op", 0), int(tensor_id),
                                            _lookup(CODECS, codec, "codec", -1), int(bits or 0),
-                                           _lookup(ALGOS, algo, "algorithm", -1), list(segments), list(local),
-                                           int(rotation))
+                                           _lookup(ALGOS, algo, "algorithm", -1), list(segments), list(local))
         return out
 
     def allgather(self, tensor, out=None, *, codec=None, bits: Optional[int] = None, tensor_id: int = 0,

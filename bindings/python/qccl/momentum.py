@@ -327,12 +327,9 @@ class MomentumCorrection:
         its output g), after running on u, in place, the local pass ``pass`` = (g, sent or None, buf
         or None, p or None, mu, keep, wd) -- as the exchange's prologue, right before each chunk's
         encode (``Communicator._allreduce_corrected(local=...)``), which saves the encode's read of
-        u from memory. Returns None when g holds the message. ``rotation``: a block B: g then holds
-        the message rotated, ``H D`` per whole block of B (the hook's rotation of a call that is
-        this one parameter), in the same pass where it can; with out_of_place the call is in place
-        instead: returns ``(g, pass)``, pass = (u, sent or None, buf or None, p or None, mu, keep,
-        wd), for the caller's rotated call on g to run as its prologue (the local pass writing the
-        message into g, then the rotation, chunk by chunk before each encode)."""
+        u from memory. Returns None when g holds the message. ``rotation``: a block B (not with
+        out_of_place): g then holds the message rotated, ``H D`` per whole block of B (the hook's
+        rotation of a call that is this one parameter), in the same pass where it can."""
         h = self._hyper[p]
         st = self._state.setdefault(p, {})
         buf = self._buffer(p)
@@ -355,8 +352,6 @@ class MomentumCorrection:
             # Without reconciliation, one pass that reads only what it writes: u = mu u + keep (d + wd p); g = u
             if send_u:
                 self.unstaged += 1
-                if rotation:
-                    return g, (u, None, None, wd_p, h.mu, h.keep, h.wd)
                 return u, (g, None, None, wd_p, h.mu, h.keep, h.wd)
             _qccl._momentum_local_plain(g, u, pf, h.mu, h.keep, h.wd, rotation)
             rotation = 0  # done in the pass
@@ -365,8 +360,6 @@ class MomentumCorrection:
             # The common case in one pass over memory (d is g): u = mu (u - (sent - buf)) + keep (d + wd p); g = u
             if send_u:
                 self.unstaged += 1
-                if rotation:
-                    return g, (u, sent, buf, wd_p, h.mu, h.keep, h.wd)
                 return u, (g, sent, buf, wd_p, h.mu, h.keep, h.wd)
             _qccl._momentum_local(g, u, sent, buf, pf, h.mu, h.keep, h.wd, rotation)
             rotation = 0
@@ -454,14 +447,13 @@ class MomentumCorrection:
         if d is not x:
             x.copy_(d)
 
-    def fused_correction(self, p: torch.Tensor, n: int, scale: float = 1.0, rotated: bool = False) -> Optional[tuple]:
+    def fused_correction(self, p: torch.Tensor, n: int, scale: float = 1.0) -> Optional[tuple]:
         """corrected() for p as the exchange's epilogue, on the n elements of p in a float32 CPU
         bucket: ``(sent, old, p, mu, keep, wd)`` for the corrected allreduce
         (``Communicator._allreduce_corrected``), or None when corrected() must run after the exchange
         instead. The epilogue runs the fused corrected pass on the average bucket by bucket while the
         decode has it in cache, the same operations as corrected() on the same values; finish_fused(p)
-        then does the rest of corrected(). Follows the exchange's reconciliation decision (local()).
-        ``rotated``: for a rotated call, whose average, rotated back, does not pack."""
+        then does the rest of corrected(). Follows the exchange's reconciliation decision (local())."""
         h = self._hyper[p]
         st = self._state.get(p)
         sent = st.get("sent") if st else None
@@ -474,7 +466,7 @@ class MomentumCorrection:
         rec = self._rec.get(p, self.reconcile is not False)
         wd_p = pf if h.wd != 0.0 else None
         if not rec and (_packed(sent) or _fusable(sent)) and _fusable(pf):
-            if self.pack and p not in self._no_pack and not rotated:
+            if self.pack and p not in self._no_pack:
                 if not _packed(sent):
                     sent = st["sent"] = _qccl._PackedSent(sent)
             else:

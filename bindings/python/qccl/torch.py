@@ -318,8 +318,6 @@ class HookState:
         # A rotated call that is one parameter rotates inside its momentum passes (False: in passes
         # of their own, the same bits; for tests and measurements).
         self.rotate_in_passes = True
-        # ... and where it can, inside its exchange (False: in its passes; the same bits).
-        self.fuse_rotation = True
         self._rotates = self.momentum is not None and self.codec in _ONE_BIT and self.rotation != 0
 
     @property
@@ -441,40 +439,31 @@ class HookState:
         # A parameter that is a rotated call of its own is rotated inside its local and corrected
         # passes (MomentumCorrection.local/corrected(rotation=)) instead of in passes of their own.
         inside = self._rotated_alone(plan, rotated) if self.rotate_in_passes else {}
-        # Of those, the calls whose rotation, with their local and corrected passes, runs inside the
-        # exchange (its prologue and epilogue, in place: _allreduce_corrected(rotation=)), where the
-        # pieces the exchange hands them are whole rotation blocks.
-        fuse_rotation = self.fuse_rotation and self.algo in ("sra", "allgather")
-        in_call = {}  # offset -> rotation block, for the calls rotated in their exchange
         sources = {}  # offset -> (local momentum to send, the local pass to run on it first)
         for o, n, p in corrected:
-            block = inside.get((o, n), 0)
-            fused_rot = bool(block) and fuse_rotation and self.comm.bucket % block == 0 and (o, n) in alone
-            src = mc.local(p, buf[o:o + n], scale, out_of_place=(o, n) in alone and (fused_rot or not _inside(o, n, rotated)),
-                           rotation=block)
+            src = mc.local(p, buf[o:o + n], scale, out_of_place=(o, n) in alone and not _inside(o, n, rotated),
+                           rotation=inside.get((o, n), 0))
             if src is not None:
                 sources[o] = src
-                if block:
-                    in_call[o] = block  # src is (g, pass): in place, rotated after the pass
         # The corrected pass of each parameter that allows it runs inside the exchange's last decode,
         # bucket by bucket in cache (MomentumCorrection.fused_correction); the rest after it.
         fusable = {}
         if corrected and host32:
             for o, n, p in corrected:
-                if _inside(o, n, rotated) and o not in in_call:
+                if _inside(o, n, rotated):
                     continue
-                seg = mc.fused_correction(p, n, scale, rotated=o in in_call)
+                seg = mc.fused_correction(p, n, scale)
                 if seg is not None:
                     fusable[o] = (n, seg)
-        done = self._exchange(buf, plan, warm, fusable, sources, warm_lossy, host32, set(inside), in_call)
+        done = self._exchange(buf, plan, warm, fusable, sources, warm_lossy, host32, set(inside))
         if sources:  # every deferred local pass must have run as its call's prologue
             raise Error(f"qccl hook: internal error, local passes at offsets {sorted(sources)} did not run",
                         3)  # qcclInternalError
         for o, n, p in corrected:
             if o in done:
                 mc.finish_fused(p)
-            else:  # a call rotated in its exchange comes back rotated back
-                mc.corrected(p, buf[o:o + n], scale, rotation=0 if o in in_call else inside.get((o, n), 0))
+            else:
+                mc.corrected(p, buf[o:o + n], scale, rotation=inside.get((o, n), 0))
 
     def _may_rotate(self, plan: _BucketPlan, tensor_id: int) -> bool:
         """Call ``tensor_id`` rotates or decides at its next exchange whether to. A decision restored
@@ -560,28 +549,23 @@ class HookState:
         return regions
 
     def _call(self, buf: torch.Tensor, o: int, n: int, fusable: Dict[int, Any], done: set,
-              sources: Dict[int, tuple], rotation: int = 0, **call) -> None:
+              sources: Dict[int, tuple], **call) -> None:
         """allreduce of buf[o:o + n] (a contiguous view: no copy), with the corrected passes of the
         parameters inside it as its epilogue; from ``sources[o]`` into it where that holds the
-        call's input (a local momentum sent out of place, its local pass as the call's prologue;
-        with ``rotation``, in place: the gradient, its local pass and the rotation the prologue,
-        the rotation back the epilogue)."""
+        call's input (a local momentum sent out of place, its local pass as the call's prologue)."""
         segs = self._segments(fusable, [(o, n, 0)], done)
         if o in sources and sources[o][0].numel() == n:
             u, local = sources.pop(o)
-            self.comm._allreduce_corrected(u, segs, out=buf[o:o + n], local=[(0, n) + local], rotation=rotation,
-                                           **call)
-        elif segs or rotation:
-            self.comm._allreduce_corrected(buf[o:o + n], segs, rotation=rotation, **call)
+            self.comm._allreduce_corrected(u, segs, out=buf[o:o + n], local=[(0, n) + local], **call)
+        elif segs:
+            self.comm._allreduce_corrected(buf[o:o + n], segs, **call)
         else:
             self.comm.allreduce(buf[o:o + n], **call)
 
     def _exchange(self, buf: torch.Tensor, plan: _BucketPlan, warm: bool, fusable: Dict[int, Any],
                   sources: Dict[int, tuple], warm_lossy: bool = False, host32: bool = False,
-                  inside: Optional[set] = None, in_call: Optional[Dict[int, int]] = None) -> set:
-        """The bucket's allreduce calls; returns the offsets of the parameters corrected inside them.
-        ``in_call``: offset -> block of the rotated calls whose exchange rotates (_call(rotation=))."""
-        in_call = in_call or {}
+                  inside: Optional[set] = None) -> set:
+        """The bucket's allreduce calls; returns the offsets of the parameters corrected inside them."""
         comm, done = self.comm, set()
         if warm or not (plan.compressed or plan.own):
             self._call(buf, 0, buf.numel(), fusable, done, sources, op="avg", codec="none", tensor_id=plan.raw_id)
@@ -589,9 +573,7 @@ class HookState:
         codec, bits = (self.warmup_codec, self.warmup_bits) if warm_lossy else (self.codec, self.bits)
         opts = dict(op="avg", codec=codec, bits=bits, algo=self.algo_cuda if self._cuda else self.algo)
         for o, n, tensor_id in plan.own:
-            if o in in_call:
-                self._call(buf, o, n, fusable, done, sources, rotation=in_call[o], tensor_id=tensor_id, **opts)
-            elif host32 and self._may_rotate(plan, tensor_id):  # no prologue, no epilogue (_rotated_spans)
+            if host32 and self._may_rotate(plan, tensor_id):  # no prologue, no epilogue (_rotated_spans)
                 view = buf[o:o + n]
                 self._rotated_call(plan, tensor_id, view, lambda: comm.allreduce(view, tensor_id=tensor_id, **opts),
                                    inside=bool(inside) and (o, n) in inside)
@@ -604,9 +586,7 @@ class HookState:
             rotated = host32 and segments is plan.compressed and self._may_rotate(plan, plan.compressed_id)
             if len(segments) == 1:
                 o, n = segments[0]
-                if o in in_call and segments is plan.compressed:
-                    self._call(buf, o, n, fusable, done, sources, rotation=in_call[o], **call)
-                elif rotated:
+                if rotated:
                     view = buf[o:o + n]
                     self._rotated_call(plan, plan.compressed_id, view, lambda: comm.allreduce(view, **call),
                                        inside=bool(inside) and (o, n) in inside)

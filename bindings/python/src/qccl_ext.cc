@@ -632,79 +632,40 @@ void forEachPart(const std::vector<S>& segs, float* values, size_t first, size_t
 // momentum u itself, and each piece of it becomes v = mu * w + keep * (g + wd * p) right before the
 // encode reads it (momentum.py, MomentumCorrection.local with defer=True). localPass on the same
 // values, so the same bits.
-// In place (the call's input is its output: the hook's rotated calls), the input is the gradient
-// g instead, `u` the local momentum: each piece becomes g = v with u = v (localPass with kWriteG).
 struct LocalSegment : Segment {
-  const float* g = nullptr;     // out of place
-  float* u = nullptr;           // in place
+  const float* g = nullptr;
   const float* sent = nullptr;  // with buf: reconciling
   const float* buf = nullptr;
 };
 
-// `rotation` B (HookState(rotation=...)): the call's input is sent rotated, H D per whole block of
-// B of the call's tensor, and its average rotated back, (1/B) D H: the prologue rotates each whole
-// block of its piece after the local pass, the epilogue rotates each whole block of its piece back
-// before the corrected pass, while the piece is in cache. The blocks are those of the tensor (a
-// tail shorter than B is not rotated), so every piece but the tensor's last must start and end on
-// a block boundary: it does where the codec's bucket is a multiple of B (sra and allgather cut
-// their chunks and decode pieces at bucket boundaries); anything else is an error, not a silent
-// rotation of other blocks. The same operations on the same values as localRotated and
-// correctedRotated, so the same bits as the passes run apart.
 struct FusedPasses {
   std::vector<CorrectSegment> corrected;
   std::vector<LocalSegment> local;
-  size_t block = 0, count = 0;  // rotation block (0: none) and the call's element count
-  std::vector<float> signs;     // the rotation's D
 };
 
-// values[0..count) (elements [first, first + count) of the call's tensor) rotated, or back, in
-// whole blocks; a misaligned piece throws (the C API turns it into the call's error).
-void rotatePiece(const FusedPasses& f, float* values, size_t first, size_t count, bool back) {
-  const size_t b = f.block;
-  if (first % b != 0 || (count % b != 0 && first + count != f.count))
-    throw std::runtime_error("qccl hook: a rotated call's piece [" + std::to_string(first) + ", " +
-                             std::to_string(first + count) + ") is not aligned to its rotation block " +
-                             std::to_string(b) + " (the codec's bucket must be a multiple of it)");
-  for (size_t i = 0; i + b <= count; i += b) {
-    if (back)
-      qccl::rotation::rotateBackBlock(values + i, b, f.signs.data());
-    else
-      qccl::rotation::walshHadamard(values + i, b, nullptr, f.signs.data());
-  }
-}
-
 void localPrologue(void* user, float* values, size_t first, size_t count) {
-  const auto* f = static_cast<const FusedPasses*>(user);
-  forEachPart(f->local, values, first, count, [](const LocalSegment& sg, float* x, size_t off, size_t m) {
-    const float* pp = sg.p != nullptr ? sg.p + off : nullptr;
-    if (sg.u != nullptr) {  // in place: x is g, and becomes the message v
-      if (sg.buf != nullptr)
-        localPass<true, true>(x, sg.u + off, sg.sent + off, sg.buf + off, pp, m, sg.mu, sg.keep, sg.wd);
-      else
-        localPass<false, true>(x, sg.u + off, nullptr, nullptr, pp, m, sg.mu, sg.keep, sg.wd);
-      return;
-    }
-    float* g = const_cast<float*>(sg.g + off);  // only read: kWriteG is false
-    if (sg.buf != nullptr)
-      localPass<true, false>(g, x, sg.sent + off, sg.buf + off, pp, m, sg.mu, sg.keep, sg.wd);
-    else
-      localPass<false, false>(g, x, nullptr, nullptr, pp, m, sg.mu, sg.keep, sg.wd);
-  });
-  if (f->block != 0) rotatePiece(*f, values, first, count, false);
+  forEachPart(static_cast<const FusedPasses*>(user)->local, values, first, count,
+              [](const LocalSegment& sg, float* u, size_t off, size_t m) {
+                float* g = const_cast<float*>(sg.g + off);  // only read: kWriteG is false
+                const float* pp = sg.p != nullptr ? sg.p + off : nullptr;
+                if (sg.buf != nullptr)
+                  localPass<true, false>(g, u, sg.sent + off, sg.buf + off, pp, m, sg.mu, sg.keep, sg.wd);
+                else
+                  localPass<false, false>(g, u, nullptr, nullptr, pp, m, sg.mu, sg.keep, sg.wd);
+              });
 }
 
 // The corrected pass as the exchange's epilogue, on each piece of the average the decode finished.
 void correctEpilogue(void* user, float* values, size_t first, size_t count) {
-  const auto* f = static_cast<const FusedPasses*>(user);
-  if (f->block != 0) rotatePiece(*f, values, first, count, true);
-  forEachPart(f->corrected, values, first, count, [](const CorrectSegment& sg, float* x, size_t off, size_t m) {
-    if (sg.packed != nullptr) return sg.packed->correct(x, off, m, sg.p, sg.mu, sg.keep, sg.wd);
-    const float* pp = sg.p != nullptr ? sg.p + off : nullptr;
-    if (sg.old != nullptr)
-      correctedPass<false>(x, sg.old + off, sg.sent + off, pp, m, sg.mu, sg.keep, sg.wd);
-    else
-      correctedPass<true>(x, nullptr, sg.sent + off, pp, m, sg.mu, sg.keep, sg.wd);
-  });
+  forEachPart(static_cast<const FusedPasses*>(user)->corrected, values, first, count,
+              [](const CorrectSegment& sg, float* x, size_t off, size_t m) {
+                if (sg.packed != nullptr) return sg.packed->correct(x, off, m, sg.p, sg.mu, sg.keep, sg.wd);
+                const float* pp = sg.p != nullptr ? sg.p + off : nullptr;
+                if (sg.old != nullptr)
+                  correctedPass<false>(x, sg.old + off, sg.sent + off, pp, m, sg.mu, sg.keep, sg.wd);
+                else
+                  correctedPass<true>(x, nullptr, sg.sent + off, pp, m, sg.mu, sg.keep, sg.wd);
+              });
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
@@ -873,7 +834,7 @@ nb::bytes idToBytes(const qcclUniqueId& id) { return nb::bytes(id.internal, size
 // running call returns within milliseconds), then takes it exclusively and frees.
 class Comm {
  public:
-  Comm(qcclComm_t c, int bucket) : comm_(c), bucket_(bucket) {}
+  explicit Comm(qcclComm_t c) : comm_(c) {}
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
   ~Comm() {
@@ -898,7 +859,6 @@ class Comm {
   }
 
   bool alive() const { return comm_.load() != nullptr; }
-  int bucket() const { return bucket_; }  // the configured codec bucket (tensors cannot name another)
   int rank() const {
     int r = -1;
     run("qcclCommUserRank", [&](qcclComm_t c) { return qcclCommUserRank(c, &r); });
@@ -940,7 +900,6 @@ class Comm {
  private:
   mutable std::shared_mutex mu_;
   std::atomic<qcclComm_t> comm_;
-  int bucket_;
 };
 
 nb::dict stats(const Comm& self) {
@@ -1027,7 +986,7 @@ void sortDisjoint(std::vector<S>& segs, const char* overlap) {
 // recv, disjoint; each one's recv[begin:begin + n] gets correctedPass with those tensors (n
 // elements each; old None: from sent; p None: wd must be 0).
 void allreduceCorrected(Comm& self, Array send, Array recv, int op, uint64_t id, int codec, int bits, int algo,
-                        const nb::list& segments, const nb::list& local, int rotation) {
+                        const nb::list& segments, const nb::list& local) {
   if (checkBuffer(send, "input") || checkBuffer(recv, "output") || recv.device_type() != nb::device::cpu::value)
     invalid("the corrected allreduce takes CPU tensors");
   if (dataType(send) != qcclFloat32 || dataType(recv) != qcclFloat32)
@@ -1060,23 +1019,15 @@ void allreduceCorrected(Comm& self, Array send, Array recv, int op, uint64_t id,
     segs.push_back(sg);
   }
   sortDisjoint(segs, "segments overlap");
-  // (begin, n, g, sent or None, buf or None, p or None, mu, keep, wd): the local pass on send; in
-  // place (send is recv) the third item is u, the local momentum, and send holds g.
-  const bool inPlace = send.data() == recv.data();
+  // (begin, n, g, sent or None, buf or None, p or None, mu, keep, wd): the local pass on send.
   std::vector<LocalSegment>& ls = passes.local;
   for (nb::handle h : local) {
     nb::tuple t = nb::cast<nb::tuple>(h);
-    if (t.size() != 9) invalid("local segment: expected (begin, n, g or u, sent, buf, p, mu, keep, wd)");
+    if (t.size() != 9) invalid("local segment: expected (begin, n, g, sent, buf, p, mu, keep, wd)");
     LocalSegment sg;
     parseSegment(t, 5, send.size(), "local segment", "the input", sg);
     Array g = nb::cast<Array>(t[2]);
-    if (inPlace) {
-      sg.u = f32Data(g, sg.n, "u");
-      if (sg.u < static_cast<float*>(send.data()) + send.size() && static_cast<float*>(send.data()) < sg.u + sg.n)
-        invalid("local segment: u overlaps the input");
-    } else {
-      sg.g = f32Data(g, sg.n, "g");
-    }
+    sg.g = f32Data(g, sg.n, "g");
     if (t[3].is_none() != t[4].is_none()) invalid("local segment: sent and buf go together");
     if (!t[3].is_none()) {
       Array sent = nb::cast<Array>(t[3]), buf = nb::cast<Array>(t[4]);
@@ -1086,27 +1037,13 @@ void allreduceCorrected(Comm& self, Array send, Array recv, int op, uint64_t id,
     ls.push_back(sg);
   }
   sortDisjoint(ls, "local segments overlap");
-  if (ls.empty() && segs.empty() && rotation == 0) invalid("neither segments nor local segments nor a rotation");
-  passes.signs = rotationSigns(rotation);  // validates the block
-  passes.block = static_cast<size_t>(rotation);
-  passes.count = send.size();
-  if (rotation != 0) {
-    if (!inPlace) invalid("a rotated call runs in place (its prologue rotates the input where it lies)");
-    // Every piece the prologue and the epilogue see starts on a codec bucket boundary (sra and
-    // allgather; other schedules run them over the whole tensor at once): rotatePiece checks.
-    if (self.bucket() % rotation != 0)
-      invalid("rotation " + std::to_string(rotation) + ": the communicator's codec bucket (" +
-              std::to_string(self.bucket()) + ") is not a multiple of it");
-    for (const CorrectSegment& sg : segs)
-      if (sg.packed != nullptr) invalid("segment: a rotated call's average does not pack (pass sent unpacked)");
-  }
-  // A rotated call runs both (the rotation alone where it has no passes there).
-  const bool pro = !ls.empty() || rotation != 0, epi = !segs.empty() || rotation != 0;
+  if (!ls.empty() && send.data() == recv.data()) invalid("the local pass needs the input apart from the output");
+  if (ls.empty() && segs.empty()) invalid("neither segments nor local segments");
   const qcclTensorOpts_t t = tensorOpts(id, codec, bits, algo);
   self.run("qcclAllreduceFused", [&](qcclComm_t c) {
     return qcclAllreduceFused(static_cast<float*>(send.data()), static_cast<float*>(recv.data()), send.size(),
-                              static_cast<qcclRedOp_t>(op), &t, pro ? &localPrologue : nullptr,
-                              epi ? &correctEpilogue : nullptr, &passes, c);
+                              static_cast<qcclRedOp_t>(op), &t, ls.empty() ? nullptr : &localPrologue,
+                              segs.empty() ? nullptr : &correctEpilogue, &passes, c);
   });
 }
 
@@ -1155,7 +1092,7 @@ Comm* initMpi(int64_t fortranHandle, const nb::dict& cfg) {
     r = qcclCommInitMpiFortran(&comm, fortranHandle, &c);
   }
   check(r, nullptr, "qcclCommInitMpiFortran");
-  return new Comm(comm, c.bucket);
+  return new Comm(comm);
 }
 
 Comm* initRank(int nranks, const nb::bytes& uid, int rank, const nb::dict& cfg) {
@@ -1168,7 +1105,7 @@ Comm* initRank(int nranks, const nb::bytes& uid, int rank, const nb::dict& cfg) 
     r = qcclCommInitRank(&comm, nranks, id, rank, &c);
   }
   check(r, nullptr, "qcclCommInitRank");
-  return new Comm(comm, c.bucket);
+  return new Comm(comm);
 }
 
 std::vector<Comm*> initLoopback(int nranks, const nb::dict& cfg) {
@@ -1177,7 +1114,7 @@ std::vector<Comm*> initLoopback(int nranks, const nb::dict& cfg) {
   std::vector<qcclComm_t> comms(static_cast<size_t>(nranks), nullptr);
   check(qcclCommInitLoopback(comms.data(), nranks, &c), nullptr, "qcclCommInitLoopback");
   std::vector<Comm*> out;
-  for (qcclComm_t x : comms) out.push_back(new Comm(x, c.bucket));
+  for (qcclComm_t x : comms) out.push_back(new Comm(x));
   return out;
 }
 
@@ -1231,7 +1168,6 @@ NB_MODULE(_qccl, m) {
       .def_prop_ro("rank", &Comm::rank)
       .def_prop_ro("size", &Comm::size)
       .def_prop_ro("alive", &Comm::alive)
-      .def_prop_ro("bucket", &Comm::bucket)
       .def("destroy", &Comm::destroy)
       .def("abort", &Comm::abort)
       .def("interrupt", &Comm::interrupt)
@@ -1277,7 +1213,7 @@ NB_MODULE(_qccl, m) {
            nb::arg("id"), nb::arg("codec"), nb::arg("bits"), nb::arg("algo"), nb::arg("stream"))
       .def("allreduce_corrected", &allreduceCorrected, nb::arg("send").noconvert(), nb::arg("recv").noconvert(),
            nb::arg("op"), nb::arg("id"), nb::arg("codec"), nb::arg("bits"), nb::arg("algo"), nb::arg("segments"),
-           nb::arg("local") = nb::list(), nb::arg("rotation") = 0)
+           nb::arg("local") = nb::list())
       .def("allgather", &allgather, nb::arg("send").noconvert(), nb::arg("recv").noconvert(), nb::arg("id"),
            nb::arg("codec"), nb::arg("bits"), nb::arg("algo"), nb::arg("stream"))
       .def("reduce_scatter", &reduceScatter, nb::arg("send").noconvert(), nb::arg("recv").noconvert(), nb::arg("op"),
