@@ -233,6 +233,7 @@ def train_variant(variant: str, task: Task, base: torch.nn.Module, args, mpi) ->
         res["hook_warmup_steps"] = state.warmup_steps
         res["hook_warmup_codec"] = state.warmup_codec + (str(state.warmup_bits) if state.warmup_bits else "")
         res["algo"] = state.algo
+        res["small_call_numel"] = state.small_call_numel  # quantized calls below it take allgather
         res["feedback_gain"] = state.feedback_gain
         # each compressed call's rotation block (0: none), as the hook decided it
         res["rotation"] = sorted(b for plan in state._plans.values() for b in plan.rotation.values())

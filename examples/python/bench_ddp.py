@@ -205,6 +205,8 @@ def time_variant(name, base, hook, state, x, y, args, mpi, comm):
     out = {"variant": name, "median_s": float(np.median(steps)), "min_s": float(np.min(steps)), "steps": args.steps}
     if algo is not None:
         out["qccl_algo"] = algo
+        # quantized calls below this many elements took allgather (HookState.small_call_numel)
+        out["qccl_small_call_numel"] = getattr(state, "small_call_numel", 0)
     if momentum is not None:
         out["qccl_reconcile"] = momentum.reconcile
         out["qccl_reconciled_share"] = momentum.reconciled / max(1, momentum.exchanges)

@@ -281,6 +281,50 @@ def test_error_feedback_keeps_training_on_track(gloo, comm):
     assert loss_o < 0.8 * l0 and abs(loss_o - loss_r) < 0.25 * (l0 - loss_r), (l0, loss_r, loss_o)
 
 
+def test_small_quantized_calls_take_allgather(gloo, comm):
+    # algo=None: a quantized call of fewer than small_call_numel(n) elements takes allgather (one
+    # round, one quantization), a larger one sra (3+ ranks); an explicit algo holds for every call,
+    # and calls that quantize nothing (codec none) keep the default.
+    assert qtorch.small_call_numel(2) > 1 << 40
+    assert [qtorch.small_call_numel(n) for n in (3, 4, 8)] == [294912, 131072, 37449]
+    assert qtorch.small_call_numel(4, 4) == 32768 and qtorch.small_call_numel(4, 8) == 16384
+    world = gloo.get_world_size()
+    calls = []
+
+    class Recording:
+        def __init__(self, inner):
+            self.inner, self.size, self.rank = inner, inner.size, inner.rank
+
+        def allreduce(self, t, **kw):
+            calls.append((t.numel(), kw.get("codec"), kw.get("algo")))
+            return self.inner.allreduce(t, **kw)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    torch.manual_seed(2)
+    # a 512 x 512 weight (2^18 elements: a call of its own) and, with the 64 x 512 one, a packed call
+    model = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+    for algo, codec in ((None, "onebit"), (None, "maxmin"), ("sra", "onebit"), (None, "none")):
+        calls.clear()
+        ddp = DDP(copy.deepcopy(model), bucket_cap_mb=25)
+        state = qtorch.HookState(comm, codec=codec, algo=algo, min_compress_numel=1000)
+        state.comm = Recording(comm)
+        ddp.register_comm_hook(state, qtorch.allreduce_hook)
+        x, y = torch.randn(8, 64), torch.randint(0, 10, (8,))
+        nn.functional.cross_entropy(ddp(x), y).backward()
+        lossy = [(n, a) for n, c, a in calls if c == codec and codec != "none"]
+        assert sorted(n for n, _ in lossy) == ([] if codec == "none" else [64 * 512 + 512 * 10, 512 * 512])
+        for n, a in lossy:
+            if algo is not None or world == 2:
+                assert a == algo or (algo is None and a == "allgather")
+            else:
+                bits = 4 if codec == "maxmin" else 1
+                assert a == ("allgather" if n < qtorch.small_call_numel(world, bits) else "sra"), (n, a)
+        if codec == "none" and world >= 3:
+            assert calls and all(a != "allgather" for _, _, a in calls), calls
+
+
 def test_hook_state_builds_its_communicator(mpi):
     # Under mpirun (no RANK/WORLD_SIZE) a HookState without a communicator takes MPI.COMM_WORLD's.
     state = qtorch.HookState(codec="maxmin", bits=4)

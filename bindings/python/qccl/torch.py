@@ -74,7 +74,23 @@ __all__ = ["HookState", "allreduce_hook"]
 
 _ID_BASE = 0x7163636C << 32  # "qccl" in the high bits: keeps hook ids apart from a user's ids
 _ONE_BIT = ("onebit", "signscale")
+_QUANTIZED = _ONE_BIT + ("maxmin", "dyn8")  # the codecs that keep residuals (not none or the casts)
 _MAX_ALLGATHER_RANKS = 8  # allgather sends n - 1 encoded copies per rank, sra 2 (n - 1) / n
+# With algo=None, a quantized call of fewer elements than small_call_numel(n, bits) takes allgather:
+# one round instead of sra's two, and one quantization instead of two. On 4 emulated hosts at 1
+# Gbit/s onebit and signscale over allgather took 0.37-0.89x sra's time from 16K to 128K elements
+# and 0.96-1.49x from 256K (bench/RESULTS.md, "Small quantized calls over allgather"). The bytes
+# allgather sends beyond sra's grow as (n - 1) (n - 2) / n per element and with the codec's bits,
+# so the crossover measured at 4 ranks and 1 bit scales by 1.5 n / ((n - 1) (n - 2)) / bits.
+_SMALL_CALL_NUMEL_4 = 1 << 17
+
+
+def small_call_numel(nranks: int, bits: int = 1) -> int:
+    """The element count below which the hook's quantized calls (onebit, signscale: 1 bit per
+    element; maxmin: its bits; dyn8: 8) take allgather (algo=None)."""
+    if nranks < 3:
+        return 1 << 62  # two ranks: allgather always (sra's second stage saves nothing there)
+    return int(_SMALL_CALL_NUMEL_4 * 1.5 * nranks / ((nranks - 1) * (nranks - 2)) / max(1, bits))
 # optimizer= with the dgc scheme and a 1-bit codec: the error control the hook sets when given no
 # feedback_gain (bench/RESULTS.md, "Error control in the DDP hook").
 DEFAULT_FEEDBACK_GAIN = 0.5
@@ -125,10 +141,12 @@ class HookState:
         bits: maxmin bits (2, 4 or 8); None for the communicator's default (4).
         algo: ``sra`` or ``allgather`` for compressed parts; None picks sra for 3+ ranks and
             allgather for 2, whatever the communicator's minimum compressed size says (this
-            hook's own filter already decided what to compress); with ``optimizer``, a 1-bit codec
-            (onebit, signscale) and plain error feedback (``feedback_gain`` 1) on up to 8 ranks,
-            None picks allgather: sra's second quantization trains worse there without error
-            control.
+            hook's own filter already decided what to compress), and allgather for quantized
+            calls of fewer than :func:`small_call_numel` elements (128K on 4 ranks), where its one
+            round is faster than sra's two and its one quantization loses less; with
+            ``optimizer``, a 1-bit codec (onebit, signscale) and plain error feedback
+            (``feedback_gain`` 1) on up to 8 ranks, None picks allgather for every call: sra's
+            second quantization trains worse there without error control.
         min_compress_numel: parameters with fewer elements are sent as fp32. 4096 by default (16 KiB
             of fp32; 1024 until the suite's CNN showed its 1,280-element classifier, compressed,
             costing about 4% of its final test loss: bench/RESULTS.md, "Small tensors in fp32 and
@@ -202,8 +220,8 @@ class HookState:
             call costs two transforms of its input, and its parameters' momentum passes run outside
             the exchange (inside them where the call is one parameter) instead of in its prologue and
             epilogue: on the 25.6M-parameter DDP step at 8 samples per rank, where every call
-            rotated, 41 ms per step (25 ms of CPU per rank) on 2 cores; ``rotation=0`` where step
-            time matters more. On the suite's CNN (ten seeds) onebit+m went from
+            rotated, 41-58 ms per step (20-25 ms of CPU per rank, mostly the transforms'
+            arithmetic) on 2 cores; ``rotation=0`` where step time matters more. On the suite's CNN (ten seeds) onebit+m went from
             1.028x to 1.010x fp32's final test loss, signscale+m from 1.024x to 1.014x
             (bench/RESULTS.md, "The rotation in the DDP hook").
     """
@@ -239,6 +257,10 @@ class HookState:
         self.codec = codec.lower()
         self.bits = bits
         self.algo = algo or ("sra" if comm.size >= 3 else "allgather")
+        # quantized calls below this many elements take allgather (algo=None only); from the
+        # codec's bits, which the warm-up codec's calls follow (they share the residuals)
+        codec_bits = {"maxmin": self.bits or 4, "dyn8": 8}.get(self.codec, 1)
+        self.small_call_numel = small_call_numel(comm.size, codec_bits) if algo is None else 0
         self.min_compress_numel = int(min_compress_numel)
         self.compress_1d = bool(compress_1d)
         self.warmup_steps = int(warmup_steps)
@@ -572,14 +594,19 @@ class HookState:
             return done
         codec, bits = (self.warmup_codec, self.warmup_bits) if warm_lossy else (self.codec, self.bits)
         opts = dict(op="avg", codec=codec, bits=bits, algo=self.algo_cuda if self._cuda else self.algo)
+        def sized(n: int) -> Dict[str, Any]:  # a small quantized call takes allgather (small_call_numel)
+            return dict(opts, algo="allgather") if n < self.small_call_numel and self.codec in _QUANTIZED else opts
+
         for o, n, tensor_id in plan.own:
             if host32 and self._may_rotate(plan, tensor_id):  # no prologue, no epilogue (_rotated_spans)
                 view = buf[o:o + n]
-                self._rotated_call(plan, tensor_id, view, lambda: comm.allreduce(view, tensor_id=tensor_id, **opts),
+                self._rotated_call(plan, tensor_id, view,
+                                   lambda: comm.allreduce(view, tensor_id=tensor_id, **sized(n)),
                                    inside=bool(inside) and (o, n) in inside)
             else:
-                self._call(buf, o, n, fusable, done, sources, tensor_id=tensor_id, **opts)
-        for segments, call in ((plan.compressed, dict(opts, tensor_id=plan.compressed_id)),
+                self._call(buf, o, n, fusable, done, sources, tensor_id=tensor_id, **sized(n))
+        packed_numel = sum(n for _, n in plan.compressed)
+        for segments, call in ((plan.compressed, dict(sized(packed_numel), tensor_id=plan.compressed_id)),
                                (plan.raw, dict(op="avg", codec="none", tensor_id=plan.raw_id))):
             if not segments:
                 continue
