@@ -91,6 +91,8 @@ def small_call_numel(nranks: int, bits: int = 1) -> int:
     if nranks < 3:
         return 1 << 62  # two ranks: allgather always (sra's second stage saves nothing there)
     return int(_SMALL_CALL_NUMEL_4 * 1.5 * nranks / ((nranks - 1) * (nranks - 2)) / max(1, bits))
+
+
 # optimizer= with the dgc scheme and a 1-bit codec: the error control the hook sets when given no
 # feedback_gain (bench/RESULTS.md, "Error control in the DDP hook").
 DEFAULT_FEEDBACK_GAIN = 0.5
@@ -221,8 +223,9 @@ class HookState:
             the exchange (inside them where the call is one parameter) instead of in its prologue and
             epilogue: on the 25.6M-parameter DDP step at 8 samples per rank, where every call
             rotated, 41-58 ms per step (20-25 ms of CPU per rank, mostly the transforms'
-            arithmetic) on 2 cores; ``rotation=0`` where step time matters more. On the suite's CNN (ten seeds) onebit+m went from
-            1.028x to 1.010x fp32's final test loss, signscale+m from 1.024x to 1.014x
+            arithmetic) on 2 cores; ``rotation=0`` where step time matters more. On the suite's
+            CNN (ten seeds) onebit+m went from 1.028x to 1.010x fp32's final test loss, signscale+m
+            from 1.024x to 1.014x
             (bench/RESULTS.md, "The rotation in the DDP hook").
     """
 
@@ -257,10 +260,12 @@ class HookState:
         self.codec = codec.lower()
         self.bits = bits
         self.algo = algo or ("sra" if comm.size >= 3 else "allgather")
-        # quantized calls below this many elements take allgather (algo=None only); from the
-        # codec's bits, which the warm-up codec's calls follow (they share the residuals)
+        # quantized calls below this many elements take allgather (algo=None, a quantizing codec
+        # only: 0 otherwise); from the codec's bits, which the warm-up codec's calls follow (they
+        # share the residuals)
         codec_bits = {"maxmin": self.bits or 4, "dyn8": 8}.get(self.codec, 1)
-        self.small_call_numel = small_call_numel(comm.size, codec_bits) if algo is None else 0
+        self.small_call_numel = (small_call_numel(comm.size, codec_bits)
+                                 if algo is None and self.codec in _QUANTIZED else 0)
         self.min_compress_numel = int(min_compress_numel)
         self.compress_1d = bool(compress_1d)
         self.warmup_steps = int(warmup_steps)
@@ -594,8 +599,9 @@ class HookState:
             return done
         codec, bits = (self.warmup_codec, self.warmup_bits) if warm_lossy else (self.codec, self.bits)
         opts = dict(op="avg", codec=codec, bits=bits, algo=self.algo_cuda if self._cuda else self.algo)
+
         def sized(n: int) -> Dict[str, Any]:  # a small quantized call takes allgather (small_call_numel)
-            return dict(opts, algo="allgather") if n < self.small_call_numel and self.codec in _QUANTIZED else opts
+            return dict(opts, algo="allgather") if n < self.small_call_numel else opts
 
         for o, n, tensor_id in plan.own:
             if host32 and self._may_rotate(plan, tensor_id):  # no prologue, no epilogue (_rotated_spans)
